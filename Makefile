@@ -1,0 +1,73 @@
+# baton - build, install and test.
+#   make                      library, tools and tests into build/
+#   make test                 the whole test suite (see tests/run.sh)
+#   make install PREFIX=DIR   headers, libraries, pkg-config file and tools
+#   make SAN=1                the same with ASan+UBSan, into build-asan/
+
+PREFIX ?= /usr/local
+CC ?= cc
+SAN ?= 0
+
+ifeq ($(SAN),1)
+  BUILD ?= build-asan
+  SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+  OPT = -O1 -g
+else
+  BUILD ?= build
+  SANFLAGS =
+  OPT = -O3 -g
+endif
+
+WARN = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fPIC -pthread -Iinclude -Isrc $(SANFLAGS) $(CFLAGS)
+LDFLAGS_ALL = -pthread $(SANFLAGS) $(LDFLAGS)
+
+LIB_SRC = $(wildcard src/*.c src/coll/*.c src/transport/*.c)
+LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
+TOOLS = $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/*.c))
+TESTS = $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
+EXAMPLES = $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+
+all: $(BUILD)/lib/libbaton.so $(BUILD)/lib/libbaton.a $(TOOLS) $(TESTS) $(EXAMPLES)
+
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/lib/libbaton.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/lib/libbaton.so: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libbaton.so $(LDFLAGS_ALL) -o $@ $^ -lrt
+
+# Tools, tests and examples link the static library so that they run from the
+# build tree without LD_LIBRARY_PATH.
+$(BUILD)/bin/%: tools/%.c $(BUILD)/lib/libbaton.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/lib/libbaton.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libbaton.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+
+test: all
+	bash tests/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/baton.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BUILD)/lib/libbaton.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/lib/libbaton.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/bin/baton-run $(BUILD)/bin/baton-bench $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
+
+clean:
+	rm -rf build build-asan
+
+.PHONY: all test install clean

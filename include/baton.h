@@ -1,0 +1,140 @@
+/*
+ * baton.h - the public interface of baton, a collective communication library
+ * for CPUs.
+ *
+ * N processes create a communicator together and then call the same
+ * collectives in the same order; every one of them gets the result.
+ *
+ * Conventions shared by every collective below:
+ *  - Buffers hold `count` elements of `dtype`; counts are element counts.
+ *  - A count of 0 is legal: the call validates its other arguments, still
+ *    takes part in the sequence of collectives, and returns BATON_OK.
+ *  - Every rank ends with bitwise identical results.
+ *  - The return value is BATON_OK (0) or a negative error code from the list
+ *    below; baton_comm_last_error() then says what failed, on which rank and
+ *    peer, in which collective and step.
+ *  - Calls on one communicator must not be made from two threads at once.
+ */
+#ifndef BATON_H
+#define BATON_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BATON_VERSION_MAJOR 0
+#define BATON_VERSION_MINOR 1
+#define BATON_VERSION_PATCH 0
+
+typedef struct baton_comm baton_comm_t;
+
+typedef enum {
+  BATON_INT8,
+  BATON_UINT8,
+  BATON_INT32,
+  BATON_UINT32,
+  BATON_INT64,
+  BATON_UINT64,
+  BATON_FLOAT16,  /* IEEE 754 binary16 */
+  BATON_BFLOAT16, /* the upper 16 bits of a binary32 */
+  BATON_FLOAT32,
+  BATON_FLOAT64,
+  BATON_DTYPE_COUNT
+} baton_dtype_t;
+
+typedef enum {
+  BATON_SUM,
+  BATON_PROD,
+  BATON_MIN,
+  BATON_MAX,
+  BATON_AVG, /* floats: sum / N; integers: sum / N truncated toward zero */
+  BATON_OP_COUNT
+} baton_op_t;
+
+/* Error codes. The list is the single source of baton_strerror() and
+ * baton_err_name(): XX(name, value, message). */
+#define BATON_ERRNO_MAP(XX)                                                    \
+  XX(EINVAL, -1, "invalid argument")                                           \
+  XX(EUSAGE, -2, "invalid usage or environment")                               \
+  XX(ESYS, -3, "system call failed")                                           \
+  XX(EREMOTE, -4, "a peer failed or closed the connection")                    \
+  XX(ETIMEDOUT, -5, "timed out waiting for a peer")                            \
+  XX(ENOMEM, -6, "out of memory")                                              \
+  XX(EINTERNAL, -7, "internal error")                                          \
+  XX(EPROTO, -8, "malformed message from a peer")
+
+typedef enum {
+  BATON_OK = 0,
+#define BATON__ERR_ENUM(name, value, msg) BATON_##name = (value),
+  BATON_ERRNO_MAP(BATON__ERR_ENUM)
+#undef BATON__ERR_ENUM
+} baton_status_t;
+
+/* A static, human-readable text for a return code; never NULL. */
+const char *baton_strerror(int rc);
+/* The code's name, e.g. "BATON_EINVAL"; never NULL. */
+const char *baton_err_name(int rc);
+
+/* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
+size_t baton_dtype_size(baton_dtype_t dtype);
+/* "float32", "sum", ...; "unknown" for a value outside the enum. */
+const char *baton_dtype_name(baton_dtype_t dtype);
+const char *baton_op_name(baton_op_t op);
+
+/*
+ * Creates a communicator from the environment: BATON_RANK, BATON_SIZE and
+ * BATON_ADDR (host:port of the rendezvous store that rank 0 serves), as
+ * baton-run sets them. Blocks until all BATON_SIZE ranks have joined or
+ * BATON_TIMEOUT seconds have passed. On failure *comm is set to NULL and the
+ * reason is logged at WARN; call baton_last_init_error() for the text.
+ */
+int baton_comm_init(baton_comm_t **comm);
+/* The text of the last failed baton_comm_init() in this process. */
+const char *baton_last_init_error(void);
+
+/* Frees the communicator. Collective: every rank should call it. NULL is a
+ * no-op. */
+int baton_comm_destroy(baton_comm_t *comm);
+
+/* Rank in [0, size) and size; -1 for a NULL comm. */
+int baton_comm_rank(const baton_comm_t *comm);
+int baton_comm_size(const baton_comm_t *comm);
+
+/* What the last failed call on this communicator did wrong, in one line;
+ * "" when nothing has failed. The text stays valid until the next call. */
+const char *baton_comm_last_error(const baton_comm_t *comm);
+
+/*
+ * recvbuf[i] = op over all ranks of sendbuf[i], for i < count.
+ * In place when sendbuf == recvbuf.
+ */
+int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                    baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm);
+
+/*
+ * sendbuf holds size * recvcount elements; rank r receives in recvbuf the
+ * reduction over all ranks of elements [r * recvcount, (r + 1) * recvcount).
+ * In place when recvbuf == sendbuf + rank * recvcount elements.
+ */
+int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                         baton_dtype_t dtype, baton_op_t op,
+                         baton_comm_t *comm);
+
+/*
+ * recvbuf holds size * sendcount elements; rank r's sendbuf lands at
+ * recvbuf + r * sendcount elements on every rank.
+ * In place when sendbuf == recvbuf + rank * sendcount elements.
+ */
+int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                    baton_dtype_t dtype, baton_comm_t *comm);
+
+/* Returns once every rank has entered the barrier. */
+int baton_barrier(baton_comm_t *comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BATON_H */

@@ -1,0 +1,116 @@
+/*
+ * internal.h - declarations shared inside libbaton. Nothing here is public:
+ * internal non-static names start with baton__.
+ */
+#ifndef BATON_INTERNAL_H
+#define BATON_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "baton.h"
+
+#define BATON__ERRLEN 512
+
+/* ------------------------------------------------------------------ log.c */
+
+enum { BATON__LOG_NONE, BATON__LOG_WARN, BATON__LOG_INFO, BATON__LOG_TRACE };
+enum {
+  BATON__SUB_INIT = 1u << 0,
+  BATON__SUB_BOOT = 1u << 1,
+  BATON__SUB_COLL = 1u << 2,
+  BATON__SUB_SHM = 1u << 3,
+  BATON__SUB_NET = 1u << 4,
+  BATON__SUB_ENV = 1u << 5,
+  BATON__SUB_ALL = 0x3f
+};
+
+extern int baton__log_level;        /* BATON_DEBUG */
+extern unsigned baton__log_subsys;  /* BATON_DEBUG_SUBSYS */
+extern int baton__log_rank;         /* -1 until known */
+
+void baton__log_emit(int level, unsigned subsys, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Checked before the arguments are evaluated, so a disabled line costs one
+ * compare. */
+#define BATON_LOG(level, subsys, ...)                                          \
+  do {                                                                         \
+    if (baton__log_level >= (level) && (baton__log_subsys & (subsys)))         \
+      baton__log_emit((level), (subsys), __VA_ARGS__);                         \
+  } while (0)
+#define BATON_WARN(sub, ...) BATON_LOG(BATON__LOG_WARN, BATON__SUB_##sub, __VA_ARGS__)
+#define BATON_INFO(sub, ...) BATON_LOG(BATON__LOG_INFO, BATON__SUB_##sub, __VA_ARGS__)
+#define BATON_TRACE(sub, ...) BATON_LOG(BATON__LOG_TRACE, BATON__SUB_##sub, __VA_ARGS__)
+
+/* ---------------------------------------------------------------- param.c */
+
+/* Every knob is one row of the table in param.c and one field here. */
+typedef struct {
+  int rank;                /* BATON_RANK, -1 when unset */
+  int size;                /* BATON_SIZE, -1 when unset */
+  char addr[256];          /* BATON_ADDR, "" when unset */
+  double timeout_s;        /* BATON_TIMEOUT */
+  int debug;               /* BATON_DEBUG */
+  unsigned debug_subsys;   /* BATON_DEBUG_SUBSYS */
+  size_t segment_bytes;    /* BATON_SEGMENT_BYTES */
+  int shm_slots;           /* BATON_SHM_SLOTS */
+  int spin_us;             /* BATON_SPIN_US */
+} baton__params_t;
+
+/* Parses every knob from the environment. On a bad value returns
+ * BATON_EUSAGE with err naming the variable, the value and the range. */
+int baton__params_load(baton__params_t *p, char *err, size_t errlen);
+
+/* ------------------------------------------------------------- reduce.c */
+
+/* dst[i] = a[i] op b[i] for i < n; dst may alias a or b. For BATON_AVG this
+ * is the sum; baton__reduce_div() finishes the average. */
+typedef void (*baton__reduce_fn)(void *dst, const void *a, const void *b,
+                                 size_t n);
+baton__reduce_fn baton__reduce_get(baton_dtype_t dtype, baton_op_t op);
+/* buf[i] = buf[i] / divisor: floats divide (rounding once to the type),
+ * integers truncate toward zero. */
+void baton__reduce_div(void *buf, size_t n, baton_dtype_t dtype, int divisor);
+
+/* Conversions used by the kernels and by the tests' reference. */
+float baton__half_to_float(uint16_t h);
+uint16_t baton__float_to_half(float f);     /* round to nearest even */
+float baton__bf16_to_float(uint16_t h);
+uint16_t baton__float_to_bf16(float f);     /* round to nearest even */
+
+/* ---------------------------------------------------------------- store.c */
+
+/* The rendezvous store: a small key-value store that rank 0 serves over TCP
+ * while the communicator lives. Values are opaque bytes. */
+typedef struct baton__store_server baton__store_server_t;
+typedef struct baton__store baton__store_t;
+
+/* Listens on host:port (host may be "0.0.0.0") and serves from a thread. */
+int baton__store_serve(const char *host, int port,
+                       baton__store_server_t **out, char *err, size_t errlen);
+void baton__store_stop(baton__store_server_t *srv);
+
+/* Connects, retrying until timeout_s has passed. */
+int baton__store_connect(const char *host, int port, double timeout_s,
+                         baton__store_t **out, char *err, size_t errlen);
+int baton__store_set(baton__store_t *st, const char *key, const void *val,
+                     size_t len, char *err, size_t errlen);
+/* Waits until key exists (or timeout_s passes) and copies its value into
+ * val (at most cap bytes); *len gets the stored length. */
+int baton__store_get(baton__store_t *st, const char *key, void *val,
+                     size_t cap, size_t *len, double timeout_s, char *err,
+                     size_t errlen);
+void baton__store_close(baton__store_t *st);
+
+/* Splits "host:port" (host may be [v6]); BATON_EUSAGE naming `what` when
+ * malformed. */
+int baton__parse_hostport(const char *s, const char *what, char *host,
+                          size_t hostcap, int *port, char *err, size_t errlen);
+
+/* ----------------------------------------------------------------- util */
+
+double baton__now(void); /* seconds, CLOCK_MONOTONIC */
+
+#endif /* BATON_INTERNAL_H */
