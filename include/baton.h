@@ -133,6 +133,11 @@ int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
 /* Returns once every rank has entered the barrier. */
 int baton_barrier(baton_comm_t *comm);
 
+/* The table of knobs (environment variables) with type, default, range and
+ * description, as text, one knob per line; the same table the library reads
+ * its settings from. */
+const char *baton_params_describe(void);
+
 #ifdef __cplusplus
 }
 #endif

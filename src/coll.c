@@ -1,0 +1,140 @@
+/*
+ * coll.c - the public collectives: validate the arguments, lay out the
+ * chunks, build the schedule and hand it to the executor.
+ *
+ * Arguments are checked before any byte moves, so a bad call fails on the
+ * rank that made it without touching the peers' sequence of collectives.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "comm.h"
+
+static const char *const dtype_names[] = {"int8",    "uint8",    "int32",   "uint32",
+                                          "int64",   "uint64",   "float16", "bfloat16",
+                                          "float32", "float64"};
+static const size_t dtype_sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
+
+size_t baton_dtype_size(baton_dtype_t dtype) {
+  return (unsigned)dtype < BATON_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
+}
+
+const char *baton_dtype_name(baton_dtype_t dtype) {
+  return (unsigned)dtype < BATON_DTYPE_COUNT ? dtype_names[dtype] : "unknown";
+}
+
+const char *baton_op_name(baton_op_t op) {
+  return (unsigned)op < BATON_OP_COUNT ? op_names[op] : "unknown";
+}
+
+/* A call's arguments; op is BATON_OP_COUNT for collectives without one and
+ * `blocks` is how many `count`-sized blocks the largest buffer holds. */
+typedef struct {
+  const char *name;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count, blocks;
+  baton_dtype_t dtype;
+  baton_op_t op;
+} call_t;
+
+static int validate(baton_comm_t *comm, const call_t *c) {
+  if (!comm) {
+    BATON_WARN(COLL, "%s: comm is NULL", c->name);
+    return BATON_EINVAL;
+  }
+  if ((unsigned)c->dtype >= BATON_DTYPE_COUNT)
+    return baton__fail(comm, BATON_EINVAL, "%s: dtype %d is not a baton_dtype_t", c->name,
+                       (int)c->dtype);
+  if (c->op != BATON_OP_COUNT && (unsigned)c->op >= BATON_OP_COUNT)
+    return baton__fail(comm, BATON_EINVAL, "%s: op %d is not a baton_op_t", c->name, (int)c->op);
+  size_t es = dtype_sizes[c->dtype];
+  if (c->count > (size_t)PTRDIFF_MAX / es / c->blocks)
+    return baton__fail(comm, BATON_EINVAL, "%s: count %zu of %s overflows the address space",
+                       c->name, c->count, dtype_names[c->dtype]);
+  if (c->count > 0 && !c->sendbuf)
+    return baton__fail(comm, BATON_EINVAL, "%s: sendbuf is NULL with count %zu", c->name,
+                       c->count);
+  if (c->count > 0 && !c->recvbuf)
+    return baton__fail(comm, BATON_EINVAL, "%s: recvbuf is NULL with count %zu", c->name,
+                       c->count);
+  return BATON_OK;
+}
+
+static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
+  comm->seq++;
+  BATON_INFO(COLL, "%s #%llu: count %zu %s %s, algo ring", c->name,
+             (unsigned long long)comm->seq, c->count, dtype_names[c->dtype],
+             c->op == BATON_OP_COUNT ? "-" : op_names[c->op]);
+  if (c->count == 0)
+    return BATON_OK;
+  size_t es = dtype_sizes[c->dtype];
+  if (comm->size == 1) {
+    if (c->recvbuf != c->sendbuf)
+      memcpy(c->recvbuf, c->sendbuf, c->count * es);
+    return BATON_OK;
+  }
+  baton__ring_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order);
+  baton__exec_args_t a = {.in = c->sendbuf, .out = c->recvbuf, .elsize = es,
+                          .dtype = c->dtype, .op = c->op == BATON_OP_COUNT ? BATON_SUM : c->op};
+  return baton__exec(comm, &a);
+}
+
+int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                    baton_op_t op, baton_comm_t *comm) {
+  call_t c = {"allreduce", sendbuf, recvbuf, count, 1, dtype, op};
+  int rc = validate(comm, &c);
+  if (rc)
+    return rc;
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = comm->out_off[r] = baton__chunk_off(count, comm->size, r);
+    comm->len[r] = baton__chunk_len(count, comm->size, r);
+  }
+  return run(comm, &c, BATON__COLL_ALLREDUCE);
+}
+
+int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                         baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm) {
+  call_t c = {"reduce_scatter", sendbuf, recvbuf, recvcount, comm ? (size_t)comm->size : 1,
+              dtype, op};
+  int rc = validate(comm, &c);
+  if (rc)
+    return rc;
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = (size_t)r * recvcount;
+    comm->out_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
+    comm->len[r] = recvcount;
+  }
+  return run(comm, &c, BATON__COLL_REDUCE_SCATTER);
+}
+
+int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                    baton_comm_t *comm) {
+  call_t c = {"allgather", sendbuf, recvbuf, sendcount, comm ? (size_t)comm->size : 1,
+              dtype, BATON_OP_COUNT};
+  int rc = validate(comm, &c);
+  if (rc)
+    return rc;
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
+    comm->out_off[r] = (size_t)r * sendcount;
+    comm->len[r] = sendcount;
+  }
+  return run(comm, &c, BATON__COLL_ALLGATHER);
+}
+
+int baton_barrier(baton_comm_t *comm) {
+  if (!comm) {
+    BATON_WARN(COLL, "barrier: comm is NULL");
+    return BATON_EINVAL;
+  }
+  comm->seq++;
+  if (comm->size == 1)
+    return BATON_OK;
+  char why[256] = "";
+  int rc = baton__shm_barrier(comm->shm, comm->params.timeout_s, why, sizeof why);
+  if (rc)
+    return baton__fail(comm, rc, "barrier #%llu: %s", (unsigned long long)comm->seq, why);
+  return BATON_OK;
+}

@@ -1,0 +1,62 @@
+/*
+ * ring.c - the ring algorithm for allreduce, reduce-scatter and allgather.
+ *
+ * The ranks stand in a ring (in the order `order`, which follows the
+ * topology); each sends only to the next and receives only from the
+ * previous. The buffer is cut into N chunks, chunk c being the part that
+ * rank c owns at the end of the reduce-scatter.
+ *
+ * Reduce-scatter, N-1 steps. At step s the rank at ring position p sends
+ * chunk order[p-s-1] and receives chunk order[p-s-2], which it combines with
+ * its own input. What it receives at step s is exactly what it sends at step
+ * s+1, so the partial sum never needs to land in memory: it is forwarded.
+ * After the last step the rank holds the full reduction of its own chunk.
+ *
+ * Allgather, N-1 steps. At step s the rank sends chunk order[p-s] and
+ * receives chunk order[p-s-1], overwriting; again each received chunk is the
+ * next step's send.
+ *
+ * Allreduce is reduce-scatter followed by allgather: 2(N-1) steps, and each
+ * rank sends and receives 2(N-1)/N of the buffer whatever N is, which is
+ * optimal in bandwidth. The price is 2(N-1) latencies, which is why small
+ * messages want other algorithms.
+ */
+#include "schedule.h"
+
+static int mod(int a, int n) { return ((a % n) + n) % n; }
+
+static void add_phase(baton__sched_t *s, baton__phase_t phase, int p, int n,
+                      const int *order, int final_forward) {
+  int next = order[mod(p + 1, n)], prev = order[mod(p - 1, n)];
+  int rs = phase == BATON__PHASE_REDUCE_SCATTER;
+  for (int step = 0; step < n - 1; step++) {
+    int last = step == n - 2;
+    baton__step_t *st = &s->steps[s->nsteps++];
+    st->phase = (uint8_t)phase;
+    st->step = (uint16_t)step;
+    st->send_peer = next;
+    st->send_chunk = order[mod(p - step - (rs ? 1 : 0), n)];
+    st->recv_peer = prev;
+    st->recv_chunk = order[mod(p - step - (rs ? 2 : 1), n)];
+    st->recv_op = rs ? BATON__RECV_REDUCE : BATON__RECV_COPY;
+    st->keep = (uint8_t)(!rs || last);
+    st->forward = (uint8_t)(!last || final_forward);
+  }
+}
+
+void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
+                          int size, const int *order) {
+  int p = 0;
+  while (order[p] != rank)
+    p++;
+  s->coll = coll;
+  s->algo = "ring";
+  s->nsteps = 0;
+  if (size == 1)
+    return;
+  if (coll != BATON__COLL_ALLGATHER)
+    add_phase(s, BATON__PHASE_REDUCE_SCATTER, p, size, order,
+              coll == BATON__COLL_ALLREDUCE);
+  if (coll != BATON__COLL_REDUCE_SCATTER)
+    add_phase(s, BATON__PHASE_ALLGATHER, p, size, order, 0);
+}

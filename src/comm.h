@@ -1,0 +1,44 @@
+/* comm.h - the communicator, as the library sees it. */
+#ifndef BATON_COMM_H
+#define BATON_COMM_H
+
+#include "internal.h"
+#include "schedule.h"
+#include "transport/shm.h"
+
+struct baton_comm {
+  int rank, size;
+  baton__params_t params;
+  baton__store_server_t *server; /* rank 0 only */
+  baton__store_t *store;
+  baton__shm_t *shm;
+  int *order;                    /* the ring: ranks in ring order */
+  baton__sched_t sched;          /* reused by every collective */
+  size_t *in_off, *out_off, *len; /* per-chunk layout, reused */
+  uint64_t seq;                  /* collectives started so far */
+  char last_error[BATON__ERRLEN];
+};
+
+/* Records what failed in comm->last_error (and at WARN) and returns rc. */
+int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Connections used by the schedule's steps. */
+baton__conn_t *baton__conn_to(baton_comm_t *comm, int peer);
+baton__conn_t *baton__conn_from(baton_comm_t *comm, int peer);
+
+/* What the executor needs besides the schedule. Offsets and lengths are in
+ * elements, per chunk; out_off[c] == BATON__NO_OUT when this rank does not
+ * keep chunk c. */
+#define BATON__NO_OUT ((size_t)-1)
+typedef struct {
+  const char *in;
+  char *out;
+  size_t elsize;
+  baton_dtype_t dtype;
+  baton_op_t op;
+} baton__exec_args_t;
+
+int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a);
+
+#endif /* BATON_COMM_H */

@@ -1,0 +1,155 @@
+/*
+ * exec.c - runs a schedule (schedule.h) over the transports.
+ *
+ * The data is processed in rounds: in each round every chunk advances by one
+ * `piece` of at most half a channel's worth of segments, and the whole
+ * schedule runs on those pieces. A received segment that the next step
+ * sends on (`forward`) is reduced or copied straight from the incoming slot
+ * into the outgoing one. Holding the incoming slot while waiting for an
+ * outgoing one is deadlock-free only while a piece needs fewer segments than
+ * a channel has slots; half leaves the pipeline room to flow.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "comm.h"
+
+typedef struct {
+  baton_comm_t *comm;
+  const baton__exec_args_t *a;
+  baton__reduce_fn reduce;
+  size_t seg;   /* elements per segment */
+  size_t piece; /* elements per chunk per round */
+  size_t round_start;
+  const baton__step_t *step;
+} run_t;
+
+static size_t piece_len(const run_t *r, int chunk) {
+  size_t len = r->comm->len[chunk];
+  if (len <= r->round_start)
+    return 0;
+  return len - r->round_start < r->piece ? len - r->round_start : r->piece;
+}
+
+static int step_fail(run_t *r, int rc, baton__conn_t *c) {
+  const baton__step_t *st = r->step;
+  return baton__fail(r->comm, rc, "%s #%llu (%s, %s step %d): %s",
+                     baton__coll_name(r->comm->sched.coll),
+                     (unsigned long long)r->comm->seq, r->comm->sched.algo,
+                     baton__phase_name(st->phase), st->step, c->why);
+}
+
+static char *out_ptr(const run_t *r, int chunk, size_t off) {
+  return r->a->out + (r->comm->out_off[chunk] + r->round_start + off) * r->a->elsize;
+}
+
+static const char *in_ptr(const run_t *r, int chunk, size_t off) {
+  return r->a->in + (r->comm->in_off[chunk] + r->round_start + off) * r->a->elsize;
+}
+
+/* A send that is not fed by the previous step: from this rank's input. */
+static int send_local(run_t *r, const baton__step_t *st) {
+  baton__conn_t *c = baton__conn_to(r->comm, st->send_peer);
+  size_t n = piece_len(r, st->send_chunk), es = r->a->elsize;
+  int keep = st->phase == BATON__PHASE_ALLGATHER &&
+             r->comm->out_off[st->send_chunk] != BATON__NO_OUT;
+  for (size_t off = 0; off < n; off += r->seg) {
+    size_t m = n - off < r->seg ? n - off : r->seg;
+    void *slot;
+    int rc = c->ops->send_acquire(c, &slot);
+    if (rc)
+      return step_fail(r, rc, c);
+    memcpy(slot, in_ptr(r, st->send_chunk, off), m * es);
+    if (keep && out_ptr(r, st->send_chunk, off) != in_ptr(r, st->send_chunk, off))
+      memcpy(out_ptr(r, st->send_chunk, off), slot, m * es);
+    c->ops->send_commit(c, m * es);
+  }
+  return 0;
+}
+
+static int recv_segment(run_t *r, const baton__step_t *st, baton__conn_t *in,
+                        baton__conn_t *fwd, size_t off, size_t m) {
+  const void *slot;
+  size_t bytes, es = r->a->elsize;
+  int rc = in->ops->recv_acquire(in, &slot, &bytes);
+  if (rc)
+    return step_fail(r, rc, in);
+  if (bytes != m * es) {
+    snprintf(in->why, sizeof in->why, "rank %d sent %zu bytes where %zu were expected: do all "
+             "ranks call this collective with the same count and dtype?", in->peer, bytes, m * es);
+    return step_fail(r, BATON_EPROTO, in);
+  }
+  void *dst = NULL;
+  if (fwd && (rc = fwd->ops->send_acquire(fwd, &dst)) != 0)
+    return step_fail(r, rc, fwd);
+  if (!fwd)
+    dst = out_ptr(r, st->recv_chunk, off);
+  if (st->recv_op == BATON__RECV_REDUCE)
+    r->reduce(dst, slot, in_ptr(r, st->recv_chunk, off), m);
+  else
+    memcpy(dst, slot, m * es);
+  if (r->a->op == BATON_AVG && st->keep && st->phase == BATON__PHASE_REDUCE_SCATTER)
+    baton__reduce_div(dst, m, r->a->dtype, r->comm->size);
+  if (fwd) {
+    fwd->ops->send_commit(fwd, m * es);
+    if (st->keep)
+      memcpy(out_ptr(r, st->recv_chunk, off), dst, m * es);
+  }
+  in->ops->recv_release(in);
+  return 0;
+}
+
+static int recv_step(run_t *r, const baton__step_t *st, const baton__step_t *next) {
+  baton__conn_t *in = baton__conn_from(r->comm, st->recv_peer);
+  baton__conn_t *fwd = st->forward ? baton__conn_to(r->comm, next->send_peer) : NULL;
+  size_t n = piece_len(r, st->recv_chunk);
+  for (size_t off = 0; off < n; off += r->seg) {
+    size_t m = n - off < r->seg ? n - off : r->seg;
+    int rc = recv_segment(r, st, in, fwd, off, m);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+static int run_round(run_t *r) {
+  const baton__sched_t *s = &r->comm->sched;
+  for (int i = 0; i < s->nsteps; i++) {
+    const baton__step_t *st = &s->steps[i];
+    r->step = st;
+    int fed = i > 0 && s->steps[i - 1].forward;
+    int rc = 0;
+    if (st->send_peer >= 0 && !fed)
+      rc = send_local(r, st);
+    if (rc == 0 && st->recv_peer >= 0)
+      rc = recv_step(r, st, i + 1 < s->nsteps ? &s->steps[i + 1] : NULL);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
+  baton__conn_t *any = baton__conn_to(comm, comm->sched.steps[0].send_peer);
+  run_t r = {.comm = comm, .a = a, .reduce = baton__reduce_get(a->dtype, a->op)};
+  r.seg = any->slot_bytes / a->elsize;
+  r.piece = r.seg * (size_t)(comm->params.shm_slots / 2);
+  size_t maxlen = 0;
+  for (int c = 0; c < comm->size; c++)
+    maxlen = comm->len[c] > maxlen ? comm->len[c] : maxlen;
+  for (r.round_start = 0; r.round_start < maxlen; r.round_start += r.piece) {
+    int rc = run_round(&r);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+const char *baton__coll_name(baton__coll_t coll) {
+  static const char *const names[] = {"allreduce", "reduce_scatter", "allgather"};
+  return coll < BATON__COLL_COUNT ? names[coll] : "?";
+}
+
+const char *baton__phase_name(baton__phase_t phase) {
+  return phase == BATON__PHASE_REDUCE_SCATTER ? "reduce_scatter" : "allgather";
+}

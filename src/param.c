@@ -1,0 +1,203 @@
+/*
+ * param.c - every knob baton reads, as one table. Each row gives the
+ * environment variable, its type, default, range and description; the
+ * loader parses them all once, logs the ones that are set, and the same rows
+ * print the table for `baton-bench --params` and the README.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+typedef enum { P_INT, P_DOUBLE, P_BYTES, P_STRING, P_LEVEL, P_SUBSYS } ptype_t;
+
+typedef struct {
+  const char *name;
+  ptype_t type;
+  const char *def; /* default, in the same syntax as the variable */
+  double min, max; /* inclusive range for numbers */
+  size_t offset;   /* field in baton__params_t */
+  const char *desc;
+} param_row_t;
+
+#define F(field) offsetof(baton__params_t, field)
+
+static const param_row_t rows[] = {
+    {"BATON_RANK", P_INT, "-1", 0, 1 << 20, F(rank),
+     "this process's rank in [0, BATON_SIZE); baton-run sets it"},
+    {"BATON_SIZE", P_INT, "-1", 1, 1 << 20, F(size),
+     "number of ranks; baton-run sets it"},
+    {"BATON_ADDR", P_STRING, "", 0, 0, F(addr),
+     "host:port of the rendezvous store that rank 0 serves; baton-run sets it"},
+    {"BATON_TIMEOUT", P_DOUBLE, "60", 0.001, 1e7, F(timeout_s),
+     "seconds any wait for a peer may last before failing with BATON_ETIMEDOUT"},
+    {"BATON_DEBUG", P_LEVEL, "WARN", 0, 0, F(debug),
+     "log level: NONE, WARN, INFO or TRACE"},
+    {"BATON_DEBUG_SUBSYS", P_SUBSYS, "ALL", 0, 0, F(debug_subsys),
+     "comma-separated subsystems to log: INIT,BOOT,COLL,SHM,NET,ENV or ALL"},
+    {"BATON_SEGMENT_BYTES", P_BYTES, "64K", 64, 64 << 20, F(segment_bytes),
+     "pipeline unit: each chunk moves in segments of at most this many bytes"},
+    {"BATON_SHM_SLOTS", P_INT, "8", 4, 256, F(shm_slots),
+     "segments in flight on each shared-memory channel"},
+    {"BATON_SPIN_US", P_INT, "20", 0, 1000000, F(spin_us),
+     "microseconds a waiter spins before it sleeps on a futex"},
+};
+
+static const char *const type_names[] = {"int", "float", "bytes",
+                                         "string", "level", "list"};
+
+/* "64K", "1M", "3G" or plain bytes. */
+static int parse_bytes(const char *s, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s)
+    return -1;
+  switch (*end) {
+  case 'k': case 'K': v *= 1024; end++; break;
+  case 'm': case 'M': v *= 1024 * 1024; end++; break;
+  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
+  default: break;
+  }
+  if (*end == 'B' || *end == 'b')
+    end++;
+  if (*end)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_level(const char *s, int *out) {
+  static const char *const names[] = {"NONE", "WARN", "INFO", "TRACE"};
+  for (int i = 0; i < 4; i++)
+    if (strcasecmp(s, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  return -1;
+}
+
+static int parse_subsys(const char *s, unsigned *out) {
+  static const char *const names[] = {"INIT", "BOOT", "COLL", "SHM", "NET", "ENV"};
+  char buf[256];
+  if (strlen(s) >= sizeof buf)
+    return -1;
+  strcpy(buf, s);
+  unsigned mask = 0;
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    unsigned bit = 0;
+    if (strcasecmp(tok, "ALL") == 0)
+      bit = BATON__SUB_ALL;
+    for (int i = 0; i < 6 && !bit; i++)
+      if (strcasecmp(tok, names[i]) == 0)
+        bit = 1u << i;
+    if (!bit)
+      return -1;
+    mask |= bit;
+  }
+  *out = mask;
+  return mask ? 0 : -1;
+}
+
+static int parse_number(const param_row_t *r, const char *s, double *v) {
+  char *end;
+  if (r->type == P_BYTES)
+    return parse_bytes(s, v);
+  errno = 0;
+  *v = strtod(s, &end);
+  if (errno || end == s || *end)
+    return -1;
+  if (r->type == P_INT && *v != (double)(long)*v)
+    return -1;
+  return 0;
+}
+
+/* Parses one row's value s into the field; -1 when malformed or out of range. */
+static int set_field(const param_row_t *r, const char *s, baton__params_t *p,
+                     int check_range) {
+  char *field = (char *)p + r->offset;
+  double v;
+  switch (r->type) {
+  case P_STRING:
+    if (strlen(s) >= sizeof p->addr)
+      return -1;
+    strcpy(field, s);
+    return 0;
+  case P_LEVEL:
+    return parse_level(s, (int *)field);
+  case P_SUBSYS:
+    return parse_subsys(s, (unsigned *)field);
+  default:
+    if (parse_number(r, s, &v) != 0)
+      return -1;
+    if (check_range && (v < r->min || v > r->max))
+      return -1;
+    if (r->type == P_INT)
+      *(int *)field = (int)v;
+    else if (r->type == P_DOUBLE)
+      *(double *)field = v;
+    else
+      *(size_t *)field = (size_t)v;
+    return 0;
+  }
+}
+
+static void describe_range(const param_row_t *r, char *buf, size_t len) {
+  if (r->type == P_STRING || r->type == P_LEVEL || r->type == P_SUBSYS)
+    snprintf(buf, len, "see description");
+  else
+    snprintf(buf, len, "%.15g..%.15g", r->min, r->max);
+}
+
+int baton__params_load(baton__params_t *p, char *err, size_t errlen) {
+  const size_t nrows = sizeof rows / sizeof rows[0];
+  memset(p, 0, sizeof *p);
+  for (size_t i = 0; i < nrows; i++)
+    if (set_field(&rows[i], rows[i].def, p, 0) != 0) {
+      snprintf(err, errlen, "internal: bad default for %s", rows[i].name);
+      return BATON_EINTERNAL;
+    }
+  for (size_t i = 0; i < nrows; i++) {
+    const char *s = getenv(rows[i].name);
+    if (!s)
+      continue;
+    if (set_field(&rows[i], s, p, 1) != 0) {
+      char range[64];
+      describe_range(&rows[i], range, sizeof range);
+      snprintf(err, errlen, "%s=\"%s\" is not a valid %s (range %s): %s",
+               rows[i].name, s, type_names[rows[i].type], range, rows[i].desc);
+      return BATON_EUSAGE;
+    }
+  }
+  baton__log_level = p->debug;
+  baton__log_subsys = p->debug_subsys;
+  for (size_t i = 0; i < nrows; i++) {
+    const char *s = getenv(rows[i].name);
+    if (s)
+      BATON_INFO(ENV, "%s set to %s", rows[i].name, s);
+  }
+  return BATON_OK;
+}
+
+const char *baton_params_describe(void) {
+  static char text[4096];
+  if (text[0])
+    return text;
+  size_t off = 0;
+  off += (size_t)snprintf(text + off, sizeof text - off, "%-20s %-6s %-8s %-18s %s\n",
+                          "name", "type", "default", "range", "description");
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0] && off < sizeof text; i++) {
+    char range[64];
+    describe_range(&rows[i], range, sizeof range);
+    off += (size_t)snprintf(text + off, sizeof text - off, "%-20s %-6s %-8s %-18s %s\n",
+                            rows[i].name, type_names[rows[i].type],
+                            rows[i].def[0] ? rows[i].def : "\"\"", range, rows[i].desc);
+  }
+  return text;
+}
