@@ -63,21 +63,25 @@ static int validate(baton_comm_t *comm, const call_t *c) {
 }
 
 static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
+  size_t es = dtype_sizes[c->dtype];
+  int flat = baton__flat_fits(comm, coll, c->count, es);
   comm->seq++;
-  BATON_INFO(COLL, "%s #%llu: count %zu %s %s, algo ring", c->name,
+  BATON_INFO(COLL, "%s #%llu: count %zu %s %s, algo %s", c->name,
              (unsigned long long)comm->seq, c->count, dtype_names[c->dtype],
-             c->op == BATON_OP_COUNT ? "-" : op_names[c->op]);
+             c->op == BATON_OP_COUNT ? "-" : op_names[c->op],
+             comm->size == 1 ? "local" : flat ? "flat" : "ring");
   if (c->count == 0)
     return BATON_OK;
-  size_t es = dtype_sizes[c->dtype];
   if (comm->size == 1) {
     if (c->recvbuf != c->sendbuf)
       memcpy(c->recvbuf, c->sendbuf, c->count * es);
     return BATON_OK;
   }
-  baton__ring_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order);
   baton__exec_args_t a = {.in = c->sendbuf, .out = c->recvbuf, .elsize = es,
                           .dtype = c->dtype, .op = c->op == BATON_OP_COUNT ? BATON_SUM : c->op};
+  if (flat)
+    return baton__flat_run(comm, coll, c->count, &a);
+  baton__ring_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order);
   return baton__exec(comm, &a);
 }
 
@@ -133,7 +137,8 @@ int baton_barrier(baton_comm_t *comm) {
   if (comm->size == 1)
     return BATON_OK;
   char why[256] = "";
-  int rc = baton__shm_barrier(comm->shm, comm->params.timeout_s, why, sizeof why);
+  int rc = baton__shm_arrive(comm->shm, ++comm->shm_calls, comm->params.timeout_s, why,
+                             sizeof why);
   if (rc)
     return baton__fail(comm, rc, "barrier #%llu: %s", (unsigned long long)comm->seq, why);
   return BATON_OK;

@@ -167,6 +167,7 @@ int baton_comm_init(baton_comm_t **comm) {
       (rc = baton__shm_setup(c->store, c->rank, c->size, c->order, &c->params, &c->shm, err,
                              errlen)) != 0)
     goto fail;
+  c->shm_calls = 1; /* the set-up rendezvous */
   log_ready(c);
   *comm = c;
   return BATON_OK;

@@ -16,6 +16,7 @@ struct baton_comm {
   baton__sched_t sched;          /* reused by every collective */
   size_t *in_off, *out_off, *len; /* per-chunk layout, reused */
   uint64_t seq;                  /* collectives started so far */
+  uint32_t shm_calls;            /* shared-memory rendezvous so far */
   char last_error[BATON__ERRLEN];
 };
 
@@ -40,5 +41,12 @@ typedef struct {
 } baton__exec_args_t;
 
 int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a);
+
+/* The flat algorithm (coll/flat.c): whether it can serve this call, and the
+ * call itself. count is the per-rank count of the public call. */
+int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count,
+                     size_t elsize);
+int baton__flat_run(baton_comm_t *comm, baton__coll_t coll, size_t count,
+                    const baton__exec_args_t *a);
 
 #endif /* BATON_COMM_H */

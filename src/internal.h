@@ -57,6 +57,8 @@ typedef struct {
   size_t segment_bytes;    /* BATON_SEGMENT_BYTES */
   int shm_slots;           /* BATON_SHM_SLOTS */
   int spin_us;             /* BATON_SPIN_US */
+  size_t stream_bytes;     /* BATON_STREAM_BYTES */
+  size_t flat_bytes;       /* BATON_FLAT_BYTES */
 } baton__params_t;
 
 /* Parses every knob from the environment. On a bad value returns

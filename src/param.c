@@ -46,6 +46,10 @@ static const param_row_t rows[] = {
      "segments in flight on each shared-memory channel"},
     {"BATON_SPIN_US", P_INT, "20", 0, 1000000, F(spin_us),
      "microseconds a waiter spins before it sleeps on a futex"},
+    {"BATON_FLAT_BYTES", P_BYTES, "16K", 0, 16 << 20, F(flat_bytes),
+     "shared memory: largest per-rank buffer for the flat (one-step) algorithm"},
+    {"BATON_STREAM_BYTES", P_BYTES, "16M", 0, 1e18, F(stream_bytes),
+     "buffers at least this large are written with non-temporal stores"},
 };
 
 static const char *const type_names[] = {"int", "float", "bytes",

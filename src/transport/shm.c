@@ -54,19 +54,19 @@ typedef struct {
 
 typedef struct {
   _Atomic int32_t pid;
-  _Atomic uint32_t barrier_arrived; /* last barrier generation entered */
+  _Atomic uint32_t posted; /* last rendezvous this rank arrived at */
   char pad[CACHELINE - 8];
 } rank_slot_t;
 
 typedef struct {
   uint64_t magic;
   uint32_t nranks, nslots;
-  uint64_t slot_bytes, total_bytes;
-  char pad0[CACHELINE - 32];
-  _Atomic uint32_t barrier_count;
-  _Atomic uint32_t barrier_gen;
+  uint64_t slot_bytes, total_bytes, mailbox_bytes;
+  char pad0[CACHELINE - 40];
+  _Atomic uint32_t arrived;         /* arrivals at rendezvous, all calls */
+  _Atomic uint32_t arrive_waiting;  /* someone sleeps on `arrived` */
   char pad1[CACHELINE - 8];
-  rank_slot_t ranks[]; /* nranks */
+  rank_slot_t ranks[]; /* nranks, then 2 * nranks mailboxes */
 } shm_header_t;
 
 typedef struct {
@@ -96,12 +96,16 @@ static size_t chan_bytes(uint32_t nslots, size_t slot_bytes) {
          (size_t)nslots * slot_bytes;
 }
 
-static size_t header_bytes(int size) {
-  return align_up(sizeof(shm_header_t) + (size_t)size * sizeof(rank_slot_t), 4096);
+static size_t ranks_bytes(int size) {
+  return align_up(sizeof(shm_header_t) + (size_t)size * sizeof(rank_slot_t), CACHELINE);
+}
+
+static size_t header_bytes(int size, size_t mailbox_bytes) {
+  return align_up(ranks_bytes(size) + 2 * (size_t)size * mailbox_bytes, 4096);
 }
 
 static char *chan_base(baton__shm_t *s, int pos) {
-  return (char *)s->base + header_bytes(s->size) +
+  return (char *)s->base + header_bytes(s->size, s->hdr->mailbox_bytes) +
          (size_t)pos * align_up(chan_bytes(s->hdr->nslots, s->hdr->slot_bytes), 4096);
 }
 
@@ -227,38 +231,50 @@ const baton__transport_t baton__shm_transport = {
     .recv_release = shm_recv_release,
 };
 
-/* -------------------------------------------------------------- barrier */
+/* ----------------------------------------------------------- rendezvous */
 
-int baton__shm_barrier(baton__shm_t *s, double timeout_s, char *why, size_t whylen) {
+void *baton__shm_mailbox(baton__shm_t *s, int rank, uint32_t call) {
+  return (char *)s->base + ranks_bytes(s->size) +
+         ((size_t)(call & 1) * (size_t)s->size + (size_t)rank) * s->hdr->mailbox_bytes;
+}
+
+size_t baton__shm_mailbox_bytes(const baton__shm_t *s) { return s->hdr->mailbox_bytes; }
+
+/* On a slow rendezvous: a dead rank that has not arrived is an error at
+ * once; otherwise why lists the ranks still missing. */
+static int missing_ranks(baton__shm_t *s, uint32_t call, char *why, size_t whylen) {
+  size_t off = 0;
+  why[0] = '\0';
+  for (int r = 0; r < s->size; r++) {
+    rank_slot_t *rs = &s->hdr->ranks[r];
+    if ((int32_t)(atomic_load_explicit(&rs->posted, memory_order_relaxed) - call) >= 0)
+      continue;
+    pid_t pid = atomic_load_explicit(&rs->pid, memory_order_relaxed);
+    if (!peer_alive(pid)) {
+      snprintf(why, whylen, "rank %d (pid %d) died before arriving", r, (int)pid);
+      return BATON_EREMOTE;
+    }
+    if (off < whylen)
+      off += (size_t)snprintf(why + off, whylen - off, "%s%d", off ? "," : "waiting for rank(s) ", r);
+  }
+  return 0;
+}
+
+int baton__shm_arrive(baton__shm_t *s, uint32_t call, double timeout_s, char *why, size_t whylen) {
   shm_header_t *h = s->hdr;
-  uint32_t gen = atomic_load_explicit(&h->barrier_gen, memory_order_acquire);
-  atomic_store_explicit(&h->ranks[s->rank].barrier_arrived, gen + 1, memory_order_relaxed);
-  if (atomic_fetch_add(&h->barrier_count, 1) == (uint32_t)s->size - 1) {
-    atomic_store_explicit(&h->barrier_count, 0, memory_order_relaxed);
-    atomic_store_explicit(&h->barrier_gen, gen + 1, memory_order_release);
-    futex(&h->barrier_gen, FUTEX_WAKE, INT_MAX, NULL);
+  uint32_t all = call * (uint32_t)s->size;
+  atomic_store_explicit(&h->ranks[s->rank].posted, call, memory_order_relaxed);
+  if (atomic_fetch_add(&h->arrived, 1) + 1 == all) {
+    wake(&h->arrived, &h->arrive_waiting, 1);
     return 0;
   }
-  /* Everyone sleeps on barrier_gen and the last one always wakes, so the
-   * flag is not needed; a dummy keeps wait_for's interface. */
-  _Atomic uint32_t flag = 0;
   double start = baton__now();
   for (;;) {
-    int rc = wait_for(s, &h->barrier_gen, gen + 1, &flag, 0, 0.05);
+    int rc = wait_for(s, &h->arrived, all, &h->arrive_waiting, 0, 0.05);
     if (rc == 0)
       return 0;
-    size_t off = 0;
-    for (int r = 0; r < s->size; r++) {
-      uint32_t a = atomic_load_explicit(&h->ranks[r].barrier_arrived, memory_order_relaxed);
-      pid_t pid = atomic_load_explicit(&h->ranks[r].pid, memory_order_relaxed);
-      if ((int32_t)(a - (gen + 1)) >= 0 || off >= whylen)
-        continue;
-      if (!peer_alive(pid)) {
-        snprintf(why, whylen, "rank %d (pid %d) died before entering the barrier", r, (int)pid);
-        return BATON_EREMOTE;
-      }
-      off += (size_t)snprintf(why + off, whylen - off, "%s%d", off ? "," : "ranks not arrived: ", r);
-    }
+    if ((rc = missing_ranks(s, call, why, whylen)) != 0)
+      return rc;
     if (baton__now() - start > timeout_s)
       return BATON_ETIMEDOUT;
   }
@@ -297,7 +313,7 @@ static int create_file(baton__shm_t *s, const baton__params_t *p, char *name,
   s->hdr->nslots = (uint32_t)p->shm_slots;
   s->hdr->slot_bytes = s->send_conn.slot_bytes;
   s->hdr->total_bytes = s->bytes;
-  atomic_store(&s->hdr->barrier_gen, 0);
+  s->hdr->mailbox_bytes = align_up(p->flat_bytes, CACHELINE);
   s->hdr->magic = SHM_MAGIC;
   return 0;
 fail_unlink:
@@ -376,7 +392,7 @@ int baton__shm_setup(baton__store_t *st, int rank, int size, const int *order,
   s->size = size;
   s->spin_s = spin_seconds(p, size);
   s->send_conn.slot_bytes = s->recv_conn.slot_bytes = p->segment_bytes / CACHELINE * CACHELINE;
-  s->bytes = header_bytes(size) +
+  s->bytes = header_bytes(size, align_up(p->flat_bytes, CACHELINE)) +
              (size_t)size * align_up(chan_bytes((uint32_t)p->shm_slots, s->send_conn.slot_bytes), 4096);
   char name[64];
   size_t len = 0;
@@ -397,9 +413,9 @@ int baton__shm_setup(baton__store_t *st, int rank, int size, const int *order,
   if (rc != 0)
     goto fail_unmap;
   atomic_store(&s->hdr->ranks[rank].pid, (int32_t)getpid());
-  /* Every rank has mapped the file once it has entered this barrier, so rank
-   * 0 can unlink it: from then on it disappears with the last process. */
-  if ((rc = baton__shm_barrier(s, p->timeout_s, err, errlen)) != 0)
+  /* Every rank has mapped the file once it has arrived here, so rank 0 can
+   * unlink it: from then on it disappears with the last process. */
+  if ((rc = baton__shm_arrive(s, 1, p->timeout_s, err, errlen)) != 0)
     goto fail_unmap;
   if (rank == 0)
     shm_unlink(name);

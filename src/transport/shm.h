@@ -15,8 +15,15 @@ int baton__shm_setup(baton__store_t *st, int rank, int size, const int *order,
                      size_t errlen);
 baton__conn_t *baton__shm_send_conn(baton__shm_t *s);
 baton__conn_t *baton__shm_recv_conn(baton__shm_t *s);
-/* Returns once all ranks have entered; why names the missing ranks. */
-int baton__shm_barrier(baton__shm_t *s, double timeout_s, char *why, size_t whylen);
+/* Rendezvous number `call` (1 is taken by set-up, then 2, 3, ...): marks
+ * this rank arrived and returns once all have; why names missing ranks. A
+ * rank's writes to its mailbox before arriving are visible to all after. */
+int baton__shm_arrive(baton__shm_t *s, uint32_t call, double timeout_s, char *why,
+                      size_t whylen);
+/* Each rank's mailbox for a call; calls alternate between two sets, so a
+ * rank may fill the next call's mailbox while others still read this one. */
+void *baton__shm_mailbox(baton__shm_t *s, int rank, uint32_t call);
+size_t baton__shm_mailbox_bytes(const baton__shm_t *s);
 void baton__shm_destroy(baton__shm_t *s);
 
 #endif /* BATON_SHM_H */
