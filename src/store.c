@@ -544,9 +544,11 @@ static int xfer(req_t *q, int sending, void *buf, size_t len) {
       return req_fail(q, BATON_EREMOTE, "the server closed the connection", NULL);
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       int rc = wait_fd(q->st->fd, sending ? POLLOUT : POLLIN, q->deadline);
+      if (rc == BATON_ESYS)
+        return req_fail(q, rc, "poll", strerror(errno));
       snprintf(why, sizeof why, "%s within %.1f s", sending ? "could not send" : "no reply", q->timeout_s);
       if (rc != BATON_OK)
-        return req_fail(q, rc, rc == BATON_ESYS ? "poll" : why, rc == BATON_ESYS ? strerror(errno) : NULL);
+        return req_fail(q, rc, why, NULL);
     } else if (errno != EINTR) {
       int remote = errno == ECONNRESET || errno == EPIPE;
       return req_fail(q, remote ? BATON_EREMOTE : BATON_ESYS, sending ? "send" : "recv", strerror(errno));

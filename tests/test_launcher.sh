@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# test_launcher.sh - baton-run: environment, --tag-output, a failing rank,
+# a killed rank, signals to the launcher, --timeout and usage errors.
+# Each case is bounded by `timeout`; leftover processes are looked up by a
+# sleep duration unique to the case.
+#   BATON_RUN=path/to/baton-run bash tests/test_launcher.sh
+# The rank commands are in single quotes on purpose: the ranks expand them.
+# shellcheck disable=SC2016
+set -u
+R=${BATON_RUN:-build/bin/baton-run}
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+# expect NAME GOT WANT
+expect() { if [ "$2" = "$3" ]; then ok; else bad "$1: got [$2], want [$3]"; fi; }
+# expect_match NAME TEXT REGEX
+expect_match() { if printf '%s' "$2" | grep -Eq -- "$3"; then ok; else bad "$1: [$2] does not match /$3/"; fi; }
+now() { date +%s.%N; }
+# expect_fast NAME T0 SECONDS: less than SECONDS have passed since T0.
+expect_fast() {
+  if awk -v a="$2" -v b="$(now)" -v lim="$3" 'BEGIN { exit !(b - a < lim) }'; then ok; else bad "$1: took over $3 s"; fi
+}
+# No live process whose command line is exactly "sleep N" (zombies have none).
+expect_no_leftovers() {
+  sleep 0.2
+  local left
+  left=$(pgrep -fx "sleep $2" || true)
+  expect "$1: no 'sleep $2' left" "$left" ""
+  for p in $left; do kill -9 "$p" 2>/dev/null; done
+  return 0
+}
+# Waits up to $2 s for pid $1; kills it if it is still there. Sets $st.
+wait_bounded() {
+  local i=0
+  while kill -0 "$1" 2>/dev/null && [ $i -lt $(($2 * 20)) ]; do sleep 0.05; i=$((i + 1)); done
+  kill -0 "$1" 2>/dev/null && { kill -9 "$1"; bad "pid $1 still running after $2 s"; }
+  wait "$1"
+  st=$?
+}
+
+if [ ! -x "$R" ]; then
+  echo "no launcher at $R (set BATON_RUN)" >&2
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+# --- normal runs
+out=$(timeout 20 "$R" -n 3 --tag-output sh -c 'echo $BATON_RANK/$BATON_SIZE' 2>"$tmp/err")
+expect "tag-output status" $? 0
+expect "tag-output lines" "$(printf '%s\n' "$out" | sort)" "$(printf '[0] 0/3\n[1] 1/3\n[2] 2/3')"
+expect "tag-output stderr" "$(cat "$tmp/err")" ""
+
+out=$(timeout 20 "$R" -n 2 -- sh -c 'echo $BATON_LOCAL_RANK/$BATON_LOCAL_SIZE $BATON_ADDR' | sort)
+expect_match "environment" "$out" '^0/2 127\.0\.0\.1:[0-9]+'$'\n''1/2 127\.0\.0\.1:[0-9]+$'
+a0=$(printf '%s\n' "$out" | sed -n '1s/.* //p')
+a1=$(printf '%s\n' "$out" | sed -n '2s/.* //p')
+expect "same BATON_ADDR for all ranks" "$a0" "$a1"
+
+out=$(timeout 20 "$R" -n 2 --tag-output sh -c 'printf "no newline"; echo oops >&2' 2>"$tmp/err" | sort)
+expect "partial lines at EOF" "$out" "$(printf '[0] no newline\n[1] no newline')"
+expect "stderr is tagged" "$(sort "$tmp/err")" "$(printf '[0] oops\n[1] oops')"
+
+out=$(timeout 20 "$R" -n 1 --tag-output sh -c 'printf "a"; sleep 0.2; printf "b\nc"; sleep 0.2; echo d')
+expect "a line written in pieces keeps one prefix" "$out" "$(printf '[0] ab\n[0] cd')"
+
+long=$(head -c 100000 /dev/zero | tr '\0' x)
+out=$(timeout 20 "$R" -n 1 --tag-output sh -c "echo $long")
+expect "a 100000-byte line" "$out" "[0] $long"
+
+# --- a failing rank stops the others
+t0=$(now)
+timeout 20 "$R" -n 4 sh -c '[ "$BATON_RANK" = 2 ] && exit 3; exec sleep 37' 2>"$tmp/err"
+expect "failing rank: status" $? 3
+expect_fast "failing rank: launcher exit" "$t0" 5
+expect_match "failing rank: message" "$(cat "$tmp/err")" \
+  '^baton-run: rank 2 \(pid [0-9]+\) exited with status 3; stopping the other 3 ranks$'
+expect_no_leftovers "failing rank" 37
+
+# The same when the ranks' shell forks its sleep rather than exec-ing it.
+timeout 20 "$R" -n 3 sh -c '[ "$BATON_RANK" = 0 ] && exit 5; sleep 38; true' 2>/dev/null
+expect "failing rank, forked children: status" $? 5
+expect_no_leftovers "failing rank, forked children" 38
+
+timeout 20 "$R" -n 2 sh -c '[ "$BATON_RANK" = 1 ] && kill -9 $$; exec sleep 39' 2>"$tmp/err"
+expect "killed rank: status" $? 137
+expect_match "killed rank: message" "$(cat "$tmp/err")" \
+  '^baton-run: rank 1 \(pid [0-9]+\) killed by signal 9 \(Killed\); stopping the other 1 rank$'
+expect_no_leftovers "killed rank" 39
+
+# --- signals to the launcher
+"$R" -n 3 sleep 41 2>"$tmp/err" &
+pid=$!
+sleep 0.5
+t0=$(now)
+kill -TERM $pid
+wait_bounded $pid 10
+expect "SIGTERM to the launcher: status" $st 143
+expect_fast "SIGTERM to the launcher: stop" "$t0" 2
+expect_match "SIGTERM to the launcher: message" "$(cat "$tmp/err")" 'forwarding it to 3 ranks'
+expect_no_leftovers "SIGTERM to the launcher" 41
+
+"$R" -n 2 sh -c 'trap "" TERM INT; sleep 42; sleep 42' 2>/dev/null &
+pid=$!
+sleep 0.5
+t0=$(now)
+kill -INT $pid
+wait_bounded $pid 10
+expect "SIGINT, ranks that ignore it: status" $st 130
+expect_fast "SIGINT, ranks that ignore it: SIGKILL after the grace period" "$t0" 5
+expect_no_leftovers "SIGINT, ranks that ignore it" 42
+
+timeout 20 "$R" -n 2 --timeout 0.5 sleep 43 2>/dev/null
+expect "--timeout: status" $? 124
+expect_no_leftovers "--timeout" 43
+
+timeout 20 "$R" -n 3 sh -c '[ "$BATON_RANK" = 0 ] || sleep 0.3; exit 0'
+expect "ranks exiting 0 at different times" $? 0
+
+# --- usage errors
+for args in "" "-n" "-n 0" "-n 1025" "-n abc" "-n 2" "-n 2 --timeout 0 true" "--bogus -n 2 true"; do
+  # shellcheck disable=SC2086
+  timeout 20 "$R" $args >/dev/null 2>"$tmp/err"
+  expect "usage error [$args]: status" $? 2
+  expect_match "usage error [$args]: message" "$(cat "$tmp/err")" '^usage: baton-run'
+done
+timeout 20 "$R" -n 2 /no/such/program 2>"$tmp/err"
+expect "missing program: status" $? 2
+expect_match "missing program: message" "$(cat "$tmp/err")" \
+  'cannot run "/no/such/program" \(rank 0\): No such file or directory'
+out=$(timeout 20 "$R" --help)
+expect "--help: status" $? 0
+expect_match "--help: text" "$out" '^usage: baton-run -n N'
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

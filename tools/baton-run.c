@@ -1,0 +1,464 @@
+/*
+ * baton-run - starts N ranks of a program on this host.
+ *
+ *   baton-run -n N [--tag-output] [--timeout S] [--] prog [args...]
+ *
+ * Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE
+ * and BATON_ADDR=127.0.0.1:PORT, where PORT was free a moment before the
+ * ranks start; rank 0 serves the rendezvous store there. The launcher holds
+ * no collective logic and uses no library code.
+ *
+ * The ranks share one process group of their own, so that a signal reaches
+ * everything they started, and nothing is left behind. Only rank 0 reads the
+ * launcher's stdin, and only when it is not a terminal (a background group
+ * that reads the terminal is stopped); the others read /dev/null. When a rank fails the
+ * launcher says which, stops the others (SIGTERM, then SIGKILL after a grace
+ * period) and exits with that rank's status, 128 + signal for a signal.
+ * SIGINT, SIGTERM and SIGHUP are forwarded to the ranks.
+ *
+ * One poll() loop watches a signalfd (children exiting, signals to forward)
+ * and, with --tag-output, a stdout and a stderr pipe per rank whose lines it
+ * prefixes with "[rank] ". Partial lines wait for their newline or for EOF.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS 1024
+#define GRACE_S 2.0  /* from SIGTERM to SIGKILL when stopping the ranks */
+#define DRAIN_S 1.0  /* how long output may trail the last rank's exit */
+#define LINE_MAX_BYTES (1 << 20) /* a longer line is printed in pieces */
+
+typedef struct {
+  int fd, out, rank; /* read end, where its lines go (1 or 2), whose */
+  int mid_line;      /* a piece of an over-long line went out unprefixed */
+  char *buf;
+  size_t len, cap;
+} stream_t;
+
+typedef struct {
+  int n, tag;
+  double timeout_s;   /* 0: no limit */
+  char **argv;        /* the program and its arguments */
+  pid_t *pids;        /* 0 once reaped */
+  pid_t pgid;
+  int alive;
+  stream_t *streams;  /* 2 per rank with --tag-output */
+  int nstreams, open_streams;
+  int sfd;            /* signalfd */
+  sigset_t oldmask;
+  struct rlimit oldlim;
+  int stopping;       /* SIGTERM sent; SIGKILL at kill_at */
+  int signals;        /* how many SIGINT/SIGTERM/SIGHUP we got */
+  double kill_at;
+  int status;         /* the exit status of the launcher */
+} job_t;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: baton-run -n N [--tag-output] [--timeout S] [--] prog [args...]\n"
+          "  -n N           number of ranks, 1..%d\n"
+          "  --tag-output   prefix each line of rank r's stdout and stderr with \"[r] \"\n"
+          "  --timeout S    stop the ranks after S seconds and exit 124\n"
+          "  --help         this text\n"
+          "Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE\n"
+          "and BATON_ADDR=127.0.0.1:PORT in its environment.\n",
+          MAX_RANKS);
+}
+
+__attribute__((format(printf, 1, 2), noreturn)) static void
+die_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "baton-run: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  usage(stderr);
+  exit(2);
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void parse_args(int argc, char **argv, job_t *job) {
+  static const struct option longs[] = {{"tag-output", no_argument, NULL, 't'},
+                                        {"timeout", required_argument, NULL, 'T'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {NULL, 0, NULL, 0}};
+  char *end;
+  int c;
+  while ((c = getopt_long(argc, argv, "+n:h", longs, NULL)) != -1) {
+    if (c == 'n') {
+      long v = strtol(optarg, &end, 10);
+      if (*optarg == '\0' || *end || v < 1 || v > MAX_RANKS)
+        die_usage("-n wants a number of ranks in 1..1024, not \"%s\"", optarg);
+      job->n = (int)v;
+    } else if (c == 'T') {
+      job->timeout_s = strtod(optarg, &end);
+      if (*optarg == '\0' || *end || !(job->timeout_s > 0))
+        die_usage("--timeout wants a number of seconds > 0, not \"%s\"", optarg);
+    } else if (c == 't') {
+      job->tag = 1;
+    } else if (c == 'h') {
+      usage(stdout);
+      exit(0);
+    } else {
+      die_usage("bad option");
+    }
+  }
+  if (job->n == 0)
+    die_usage("missing -n N");
+  if (optind >= argc)
+    die_usage("no program to run");
+  job->argv = argv + optind;
+}
+
+/* A port on 127.0.0.1 that was free a moment ago. */
+static int pick_port(void) {
+  struct sockaddr_in sa = {.sin_family = AF_INET};
+  socklen_t len = sizeof sa;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+    fprintf(stderr, "baton-run: cannot find a free port on 127.0.0.1: %s\n", strerror(errno));
+    exit(1);
+  }
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+static void set_env_int(const char *name, int v) {
+  char s[16];
+  snprintf(s, sizeof s, "%d", v);
+  setenv(name, s, 1);
+}
+
+/* In the child: environment, output pipes, then exec. On failure writes errno
+ * to report (close-on-exec, so the parent reads EOF when exec works). */
+static void child_exec(job_t *job, int rank, const char *addr, int out[2],
+                       int report) {
+  setpgid(0, job->pgid);
+  signal(SIGPIPE, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &job->oldmask, NULL);
+  setrlimit(RLIMIT_NOFILE, &job->oldlim);
+  if (job->tag && (dup2(out[0], 1) < 0 || dup2(out[1], 2) < 0))
+    goto fail;
+  if (rank > 0 || isatty(0)) { /* a tty read from outside its group stops it */
+    int null = open("/dev/null", O_RDONLY);
+    if (null < 0 || dup2(null, 0) < 0)
+      goto fail;
+    close(null);
+  }
+  set_env_int("BATON_RANK", rank);
+  set_env_int("BATON_SIZE", job->n);
+  set_env_int("BATON_LOCAL_RANK", rank);
+  set_env_int("BATON_LOCAL_SIZE", job->n);
+  setenv("BATON_ADDR", addr, 1);
+  execvp(job->argv[0], job->argv);
+fail:;
+  int e = errno;
+  ssize_t w = write(report, &e, sizeof e);
+  (void)w;
+  _exit(127);
+}
+
+static void add_stream(job_t *job, int fd, int out, int rank) {
+  job->streams[job->nstreams++] = (stream_t){.fd = fd, .out = out, .rank = rank};
+  job->open_streams++;
+}
+
+/* Starts rank r; on an exec failure returns that errno, else 0. */
+static int spawn(job_t *job, int r, const char *addr) {
+  int report[2], pout[2] = {-1, -1}, perr[2] = {-1, -1}, e = 0;
+  if (pipe2(report, O_CLOEXEC) != 0 ||
+      (job->tag && (pipe2(pout, O_CLOEXEC) != 0 || pipe2(perr, O_CLOEXEC) != 0))) {
+    fprintf(stderr, "baton-run: pipe: %s\n", strerror(errno));
+    return errno;
+  }
+  pid_t pid = fork();
+  if (pid == 0)
+    child_exec(job, r, addr, (int[2]){pout[1], perr[1]}, report[1]);
+  if (pid < 0) {
+    fprintf(stderr, "baton-run: fork: %s\n", strerror(errno));
+    return errno;
+  }
+  if (!job->pgid)
+    job->pgid = pid; /* rank 0 leads the group */
+  setpgid(pid, job->pgid); /* both sides call it: no race with exec */
+  job->pids[r] = pid;
+  job->alive++;
+  close(report[1]);
+  if (read(report[0], &e, sizeof e) != sizeof e)
+    e = 0; /* EOF: exec worked */
+  close(report[0]);
+  if (job->tag) {
+    close(pout[1]);
+    close(perr[1]);
+    add_stream(job, pout[0], 1, r);
+    add_stream(job, perr[0], 2, r);
+  }
+  return e;
+}
+
+static void write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0)
+      return; /* our own output is gone (EPIPE): drop it */
+    p += w, n -= (size_t)w;
+  }
+}
+
+/* Prints the complete lines in s->buf with the rank's prefix; at EOF or
+ * with a full buffer the rest too. */
+static void stream_flush(stream_t *s, int all) {
+  char prefix[16];
+  int plen = snprintf(prefix, sizeof prefix, "[%d] ", s->rank);
+  size_t start = 0;
+  for (size_t i = 0; i < s->len; i++) {
+    if (s->buf[i] != '\n')
+      continue;
+    if (!s->mid_line)
+      write_all(s->out, prefix, (size_t)plen);
+    write_all(s->out, s->buf + start, i + 1 - start);
+    start = i + 1;
+    s->mid_line = 0;
+  }
+  if (all && start < s->len) {
+    if (!s->mid_line)
+      write_all(s->out, prefix, (size_t)plen);
+    write_all(s->out, s->buf + start, s->len - start);
+    s->mid_line = 1;
+    start = s->len;
+  }
+  memmove(s->buf, s->buf + start, s->len - start);
+  s->len -= start;
+}
+
+static void stream_read(job_t *job, stream_t *s) {
+  if (s->cap - s->len < 4096 && s->cap < LINE_MAX_BYTES) {
+    size_t cap = s->cap ? 2 * s->cap : 4096;
+    char *buf = realloc(s->buf, cap);
+    if (!buf) {
+      perror("baton-run");
+      exit(1);
+    }
+    s->buf = buf, s->cap = cap;
+  }
+  ssize_t r = read(s->fd, s->buf + s->len, s->cap - s->len);
+  if (r < 0 && errno == EINTR)
+    return;
+  if (r <= 0) { /* EOF: the rest goes out, ended by a newline */
+    stream_flush(s, 1);
+    if (s->mid_line)
+      write_all(s->out, "\n", 1);
+    close(s->fd);
+    free(s->buf);
+    s->fd = -1, s->buf = NULL;
+    job->open_streams--;
+    return;
+  }
+  s->len += (size_t)r;
+  stream_flush(s, s->len == s->cap && s->cap >= LINE_MAX_BYTES);
+}
+
+/* Signals every process of the job while the group still has a member we
+ * have not reaped, so that the group id cannot belong to anyone else. */
+static void signal_all(job_t *job, int sig) {
+  if (job->alive > 0 && job->pgid > 0)
+    kill(-job->pgid, sig);
+}
+
+static void stop_all(job_t *job) {
+  if (job->stopping)
+    return;
+  job->stopping = 1;
+  job->kill_at = now() + GRACE_S;
+  signal_all(job, SIGTERM);
+}
+
+static int rank_of(const job_t *job, pid_t pid) {
+  for (int r = 0; r < job->n; r++)
+    if (job->pids[r] == pid)
+      return r;
+  return -1;
+}
+
+/* The first rank to fail decides the launcher's status and stops the rest. */
+static void rank_exited(job_t *job, int r, pid_t pid, int ws) {
+  int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  if (code == 0 || job->stopping)
+    return;
+  job->status = code;
+  fprintf(stderr, "baton-run: rank %d (pid %d) ", r, (int)pid);
+  if (WIFEXITED(ws))
+    fprintf(stderr, "exited with status %d", code);
+  else
+    fprintf(stderr, "killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+  if (job->alive > 0)
+    fprintf(stderr, "; stopping the other %d rank%s", job->alive, job->alive > 1 ? "s" : "");
+  fprintf(stderr, "\n");
+  stop_all(job);
+}
+
+static void reap(job_t *job) {
+  int ws;
+  pid_t pid;
+  while ((pid = waitpid(-1, &ws, WNOHANG)) > 0) {
+    int r = rank_of(job, pid);
+    if (r < 0)
+      continue;
+    job->pids[r] = 0;
+    job->alive--;
+    if (job->alive == 0 && job->stopping)
+      kill(-job->pgid, SIGKILL); /* what the ranks left behind, if any */
+    rank_exited(job, r, pid, ws);
+  }
+}
+
+static void on_signal(job_t *job) {
+  struct signalfd_siginfo si;
+  while (read(job->sfd, &si, sizeof si) == sizeof si) {
+    int sig = (int)si.ssi_signo;
+    if (sig == SIGCHLD)
+      continue;
+    if (job->signals++ > 0) {
+      signal_all(job, SIGKILL); /* asked twice: no more grace */
+      continue;
+    }
+    fprintf(stderr, "baton-run: got %s; forwarding it to %d rank%s\n", strsignal(sig), job->alive, job->alive == 1 ? "" : "s");
+    signal_all(job, sig);
+    if (!job->stopping)
+      job->status = 128 + sig;
+    job->stopping = 1;
+    job->kill_at = now() + GRACE_S;
+  }
+  reap(job);
+}
+
+/* The next poll timeout in ms: the grace period, the job limit or the drain. */
+static int next_timeout(const job_t *job, double t0, double drain_at) {
+  double t = 1e9, tnow = now();
+  if (job->stopping && job->kill_at > 0)
+    t = job->kill_at;
+  if (!job->stopping && job->timeout_s > 0 && t0 + job->timeout_s < t)
+    t = t0 + job->timeout_s;
+  if (job->alive == 0 && drain_at < t)
+    t = drain_at;
+  return t - tnow <= 0 ? 0 : t - tnow > 3600 ? 3600000 : (int)((t - tnow) * 1000) + 1;
+}
+
+static void check_clocks(job_t *job, double t0) {
+  double t = now();
+  if (!job->stopping && job->timeout_s > 0 && t >= t0 + job->timeout_s) {
+    fprintf(stderr, "baton-run: timed out after %g s; stopping %d rank%s\n", job->timeout_s, job->alive, job->alive == 1 ? "" : "s");
+    job->status = 124;
+    stop_all(job);
+  } else if (job->stopping && job->kill_at > 0 && t >= job->kill_at) {
+    signal_all(job, SIGKILL);
+    job->kill_at = 0;
+  }
+}
+
+static void run(job_t *job) {
+  struct pollfd *pfds = calloc((size_t)job->nstreams + 1, sizeof *pfds);
+  double t0 = now(), drain_at = 0;
+  if (!pfds) {
+    perror("baton-run");
+    exit(1);
+  }
+  while (job->alive > 0 || (job->open_streams > 0 && now() < drain_at)) {
+    pfds[0] = (struct pollfd){.fd = job->sfd, .events = POLLIN};
+    for (int i = 0; i < job->nstreams; i++)
+      pfds[1 + i] = (struct pollfd){.fd = job->streams[i].fd, .events = POLLIN};
+    int k = poll(pfds, (nfds_t)job->nstreams + 1, next_timeout(job, t0, drain_at));
+    if (k < 0 && errno != EINTR) {
+      perror("baton-run: poll");
+      exit(1);
+    }
+    for (int i = 0; k > 0 && i < job->nstreams; i++)
+      if (pfds[1 + i].revents)
+        stream_read(job, &job->streams[i]);
+    if (k > 0 && pfds[0].revents)
+      on_signal(job);
+    check_clocks(job, t0);
+    if (job->alive == 0 && drain_at == 0)
+      drain_at = now() + DRAIN_S;
+  }
+  for (int i = 0; i < job->nstreams; i++) /* held open by a straggler */
+    if (job->streams[i].fd >= 0)
+      stream_flush(&job->streams[i], 1);
+  free(pfds);
+}
+
+/* Blocks the signals the loop reads from a signalfd, and raises the open
+ * file limit when --tag-output needs two pipes per rank. */
+static void setup(job_t *job) {
+  sigset_t mask;
+  struct rlimit lim;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD), sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM), sigaddset(&mask, SIGHUP);
+  signal(SIGPIPE, SIG_IGN);
+  if (sigprocmask(SIG_BLOCK, &mask, &job->oldmask) != 0 ||
+      (job->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+    perror("baton-run: signalfd");
+    exit(1);
+  }
+  getrlimit(RLIMIT_NOFILE, &job->oldlim);
+  lim = job->oldlim;
+  if (job->tag && lim.rlim_cur < (rlim_t)(2 * job->n + 64) && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  job->pids = calloc((size_t)job->n, sizeof *job->pids);
+  job->streams = calloc(2 * (size_t)job->n, sizeof *job->streams);
+  if (!job->pids || !job->streams) {
+    perror("baton-run");
+    exit(1);
+  }
+}
+
+int main(int argc, char **argv) {
+  job_t job = {0};
+  char addr[32];
+
+  parse_args(argc, argv, &job);
+  setup(&job);
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", pick_port());
+  for (int r = 0; r < job.n; r++) {
+    int e = spawn(&job, r, addr);
+    if (e == 0)
+      continue;
+    if (job.alive > 0 && job.pids[r] && waitpid(job.pids[r], NULL, 0) > 0)
+      job.pids[r] = 0, job.alive--;
+    fprintf(stderr, "baton-run: cannot run \"%s\" (rank %d): %s\n", job.argv[0], r, strerror(e));
+    usage(stderr);
+    stop_all(&job);
+    job.status = 2;
+    break;
+  }
+  run(&job);
+  return job.status;
+}
