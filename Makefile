@@ -59,6 +59,10 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libbaton.a
 test: all
 	bash tests/run.sh
 
+# The main job: a 4-rank allreduce through the launcher.
+demo: all
+	$(BUILD)/bin/baton-run -n 4 $(BUILD)/examples/allreduce_demo 64
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/baton.h $(DESTDIR)$(PREFIX)/include/
@@ -70,4 +74,4 @@ install: all
 clean:
 	rm -rf build build-asan
 
-.PHONY: all test install clean
+.PHONY: all test demo install clean
