@@ -41,7 +41,7 @@ baton__conn_t *baton__conn_from(baton_comm_t *comm, int peer) {
 /* Ranks share memory when they run under one kernel (boot id) in one
  * network namespace; the host name is there for people. */
 static void host_identity(char *buf, size_t len) {
-  char host[128] = "?", boot[64] = "?";
+  char host[64] = "?", boot[40] = "?";
   gethostname(host, sizeof host - 1);
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
   if (f) {
@@ -56,7 +56,7 @@ static void host_identity(char *buf, size_t len) {
 }
 
 static int check_one_host(baton_comm_t *c, char *err, size_t errlen) {
-  char mine[256], theirs[256], key[32];
+  char mine[160], theirs[160], key[32];
   host_identity(mine, sizeof mine);
   snprintf(key, sizeof key, "host.%d", c->rank);
   int rc = baton__store_set(c->store, key, mine, strlen(mine) + 1, err, errlen);

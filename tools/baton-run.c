@@ -311,14 +311,16 @@ static void rank_exited(job_t *job, int r, pid_t pid, int ws) {
   if (code == 0 || job->stopping)
     return;
   job->status = code;
-  fprintf(stderr, "baton-run: rank %d (pid %d) ", r, (int)pid);
+  /* One write, so that no rank's output lands inside the message. */
+  char how[96], rest[64] = "";
   if (WIFEXITED(ws))
-    fprintf(stderr, "exited with status %d", code);
+    snprintf(how, sizeof how, "exited with status %d", code);
   else
-    fprintf(stderr, "killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+    snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
   if (job->alive > 0)
-    fprintf(stderr, "; stopping the other %d rank%s", job->alive, job->alive > 1 ? "s" : "");
-  fprintf(stderr, "\n");
+    snprintf(rest, sizeof rest, "; stopping the other %d rank%s", job->alive,
+             job->alive > 1 ? "s" : "");
+  dprintf(2, "baton-run: rank %d (pid %d) %s%s\n", r, (int)pid, how, rest);
   stop_all(job);
 }
 
@@ -460,5 +462,7 @@ int main(int argc, char **argv) {
     break;
   }
   run(&job);
+  free(job.pids);
+  free(job.streams);
   return job.status;
 }

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# tests/run.sh - the test suite that `make test` runs.
+#
+# Each test runs in its own process group under `timeout`, so a hung test
+# is killed and reported rather than stopping the suite. One line per test
+# with its status and time; the output of each is kept in $BUILD/test-logs/
+# and the tail of a failing one is printed. The last line is
+# `N passed, M failed`, counting test invocations; the exit status is 1 if
+# any failed.
+#
+# The tests: the unit tests (test_reduce, test_store, test_launcher.sh) when
+# present; test_install.sh and test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
+# cores), each also through the ring with 256-byte segments, and once with
+# the flat algorithm for every size; test_api at 1 and 2 ranks. Then the
+# sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
+# the quick collective sweeps and the API test run again under ASan+UBSan
+# with leak detection.
+#
+# Environment:
+#   BUILD=build          the default build that `make` produced
+#   TEST_TIMEOUT=300     seconds one test invocation may run
+#   BATON_SKIP_SAN=1     skip the sanitizer pass
+set -u
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build}
+SAN_BUILD=build-asan
+TEST_TIMEOUT=${TEST_TIMEOUT:-300}
+LOGS=$BUILD/test-logs
+passed=0
+failed=0
+failures=()
+
+mkdir -p "$LOGS"
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# A test passed when it exited 0 and, if it prints a summary, the summary
+# says `N passed, 0 failed` and no line reports a failure count.
+summary_ok() {
+  grep -Eq '(^|[^0-9])[0-9]+ passed, 0 failed[[:space:]]*$' "$1" &&
+    ! grep -Eq '(^|[^0-9])[0-9]+ passed, [1-9][0-9]* failed' "$1"
+}
+
+# run NAME SUMMARY CMD...: runs CMD; SUMMARY is 1 when CMD prints the
+# `N passed, M failed` line. Returns 0 when it passed.
+run() {
+  local name=$1 summary=$2
+  shift 2
+  local log="$LOGS/$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.=-' '_').log"
+  local start status rc ms
+  start=$(now_ms)
+  timeout -k 10 "$TEST_TIMEOUT" "$@" >"$log" 2>&1
+  rc=$?
+  ms=$(($(now_ms) - start))
+  if [ $rc -eq 0 ] && { [ "$summary" = 0 ] || summary_ok "$log"; }; then
+    status=PASS
+    passed=$((passed + 1))
+  else
+    status=FAIL
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && status=TIMEOUT
+    failed=$((failed + 1))
+    failures+=("$name")
+  fi
+  printf '%-7s %4d.%01ds  %s\n' "$status" $((ms / 1000)) $((ms % 1000 / 100)) "$name"
+  if [ $status != PASS ]; then
+    echo "        exit status $rc; last lines of $log:"
+    tail -n 15 "$log" | sed 's/^/        | /'
+  fi
+  [ $status = PASS ]
+}
+
+# The collective sweep at one size: with the default settings (the flat
+# algorithm for small buffers, the ring with 64 KiB segments for large ones),
+# then through the ring only, with 256-byte segments and streaming stores,
+# so that the multi-segment, multi-round paths run on small buffers. The
+# large counts add little there and cost minutes, so that run is --quick.
+RING_SMALL="BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=256 BATON_STREAM_BYTES=0"
+coll_at() {
+  local n=$1 bin=$2
+  run "test_coll -n $n" 1 "$bin/bin/baton-run" -n "$n" "$bin/tests/test_coll"
+  run "test_coll -n $n --quick $RING_SMALL" 1 \
+    env $RING_SMALL "$bin/bin/baton-run" -n "$n" "$bin/tests/test_coll" --quick
+}
+
+suite_start=$(now_ms)
+
+for unit in test_reduce test_store; do
+  if [ -x "$BUILD/tests/$unit" ]; then
+    run "$unit" 1 "$BUILD/tests/$unit"
+  fi
+done
+if [ -f tests/test_launcher.sh ]; then
+  run "test_launcher.sh" 1 env BATON_RUN="$BUILD/bin/baton-run" \
+    bash tests/test_launcher.sh
+fi
+
+# N = 8 is more ranks than this machine usually has cores: oversubscription.
+for n in 1 2 3 4 5 8; do
+  coll_at "$n" "$BUILD"
+done
+# The largest counts through small segments: hundreds of rounds per call.
+run "test_coll -n 4 $RING_SMALL" 1 env $RING_SMALL "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll"
+# Every size through the flat algorithm, up to the largest counts.
+run "test_coll -n 5 BATON_FLAT_BYTES=16M" 1 \
+  env BATON_FLAT_BYTES=16M "$BUILD/bin/baton-run" -n 5 "$BUILD/tests/test_coll"
+for n in 1 2; do
+  run "test_api -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_api"
+done
+# As a user would: install, build against the installed header with
+# pkg-config, run at 1..8 ranks. And the README's knob table is current.
+run "test_install.sh" 1 env BUILD="$BUILD" bash tests/test_install.sh
+run "test_readme.sh" 1 env BUILD="$BUILD" bash tests/test_readme.sh
+
+if [ "${BATON_SKIP_SAN:-0}" = 1 ]; then
+  echo "SKIP            sanitizer pass (BATON_SKIP_SAN=1)"
+else
+  # The nested make must not inherit the outer make's jobserver.
+  if run "make SAN=1" 0 env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
+    export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
+    for unit in test_reduce test_store; do
+      if [ -x "$SAN_BUILD/tests/$unit" ]; then
+        run "asan $unit" 1 "$SAN_BUILD/tests/$unit"
+      fi
+    done
+    for n in 1 2 3 4; do
+      run "asan test_coll -n $n --quick" 1 \
+        "$SAN_BUILD/bin/baton-run" -n "$n" "$SAN_BUILD/tests/test_coll" --quick
+    done
+    run "asan test_coll -n 3 --quick $RING_SMALL" 1 env $RING_SMALL \
+      "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_coll" --quick
+    for n in 1 2; do
+      run "asan test_api -n $n" 1 "$SAN_BUILD/bin/baton-run" -n "$n" \
+        "$SAN_BUILD/tests/test_api"
+    done
+    unset ASAN_OPTIONS UBSAN_OPTIONS
+  fi
+fi
+
+ms=$(($(now_ms) - suite_start))
+echo "suite took $((ms / 1000)) s; logs in $LOGS/"
+for f in "${failures[@]+"${failures[@]}"}"; do
+  echo "failed: $f"
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

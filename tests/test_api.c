@@ -1,0 +1,345 @@
+/*
+ * test_api.c - argument validation and the small public functions. Run it
+ * under `baton-run -n 1` or `-n 2`.
+ *
+ * Bad arguments must be rejected locally with BATON_EINVAL, before any
+ * communication, and baton_comm_last_error() must name the argument; so
+ * every rank makes the same invalid calls and then the same valid ones,
+ * and the communicator must still work afterwards. baton_comm_init() is
+ * checked with a broken environment in forked children, which cannot
+ * disturb the parent's communicator and are killed if they hang.
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "baton.h"
+#include "common.h"
+
+#define BAD_DTYPE_HI ((baton_dtype_t)99)
+#define BAD_DTYPE_LO ((baton_dtype_t)-1)
+#define BAD_OP_HI ((baton_op_t)99)
+#define BAD_OP_LO ((baton_op_t)-1)
+
+static tally_t T;
+
+static int check(int ok, const char *what) {
+  if (!ok)
+    tally_say(&T, "%s", what);
+  return tally_record(&T, ok);
+}
+
+/* --------------------------------------------------- strings and names */
+
+/* Every code of the list in baton.h, with its name and text. */
+typedef struct {
+  int code;
+  const char *name, *msg;
+} code_t;
+
+#define CODE_ROW(name, value, msg) {BATON_##name, "BATON_" #name, msg},
+static const code_t codes[] = {
+    {BATON_OK, "BATON_OK", NULL}, BATON_ERRNO_MAP(CODE_ROW)};
+#undef CODE_ROW
+enum { NCODES = sizeof codes / sizeof codes[0] };
+
+static void test_strerror(void) {
+  int ok = 1;
+  for (int i = 0; i < NCODES; i++) {
+    const char *s = baton_strerror(codes[i].code);
+    const char *name = baton_err_name(codes[i].code);
+    ok &= s && *s && (!codes[i].msg || strcmp(s, codes[i].msg) == 0) &&
+          name && strcmp(name, codes[i].name) == 0;
+    for (int j = 0; ok && j < i; j++)
+      ok &= strcmp(s, baton_strerror(codes[j].code)) != 0;
+  }
+  check(ok, "baton_strerror/baton_err_name: NULL, empty, duplicate, or not "
+            "the text and name of BATON_ERRNO_MAP");
+  static const int unknown[] = {1, -9, -1000, 12345, INT32_MIN};
+  for (int i = 0; i < 5; i++) {
+    const char *s = baton_strerror(unknown[i]);
+    const char *name = baton_err_name(unknown[i]);
+    int fine = s && *s && name && *name;
+    for (int j = 0; fine && j < NCODES; j++)
+      fine = strcmp(s, baton_strerror(codes[j].code)) != 0 &&
+             strcmp(name, codes[j].name) != 0;
+    check(fine, "baton_strerror/baton_err_name of an unknown code: NULL, "
+                "empty or the text of a known code");
+  }
+}
+
+static void test_dtype_names(void) {
+  static const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+  int ok = 1;
+  for (int d = 0; d < BATON_DTYPE_COUNT; d++) {
+    const char *s = baton_dtype_name((baton_dtype_t)d);
+    ok &= baton_dtype_size((baton_dtype_t)d) == sizes[d] && s &&
+          strcmp(s, "unknown") != 0;
+    for (int e = 0; ok && e < d; e++)
+      ok &= strcmp(s, baton_dtype_name((baton_dtype_t)e)) != 0;
+  }
+  check(ok, "baton_dtype_size/baton_dtype_name wrong for a valid dtype");
+  check(strcmp(baton_dtype_name(BATON_FLOAT32), "float32") == 0 &&
+            strcmp(baton_op_name(BATON_SUM), "sum") == 0,
+        "baton_dtype_name(BATON_FLOAT32) != \"float32\" or "
+        "baton_op_name(BATON_SUM) != \"sum\"");
+  check(baton_dtype_size(BAD_DTYPE_HI) == 0 &&
+            baton_dtype_size(BAD_DTYPE_LO) == 0 &&
+            strcmp(baton_dtype_name(BAD_DTYPE_HI), "unknown") == 0 &&
+            strcmp(baton_dtype_name(BAD_DTYPE_LO), "unknown") == 0 &&
+            strcmp(baton_op_name(BAD_OP_HI), "unknown") == 0 &&
+            strcmp(baton_op_name(BAD_OP_LO), "unknown") == 0,
+        "out-of-range dtype/op: size not 0 or name not \"unknown\"");
+  ok = 1;
+  for (int o = 0; o < BATON_OP_COUNT; o++)
+    for (int p = 0; p < o; p++)
+      ok &= strcmp(baton_op_name((baton_op_t)o), baton_op_name((baton_op_t)p)) != 0;
+  check(ok, "baton_op_name: two ops share a name");
+}
+
+static void test_params_describe(void) {
+  const char *d = baton_params_describe();
+  check(d && strstr(d, "BATON_TIMEOUT") && strstr(d, "BATON_SEGMENT_BYTES"),
+        "baton_params_describe does not list BATON_TIMEOUT and "
+        "BATON_SEGMENT_BYTES");
+}
+
+/* ------------------------------------------------------------ the comm */
+
+static void test_comm_queries(void) {
+  const char *r = getenv("BATON_RANK"), *s = getenv("BATON_SIZE");
+  check(r && s && baton_comm_rank(T.comm) == atoi(r) &&
+            baton_comm_size(T.comm) == atoi(s),
+        "baton_comm_rank/size disagree with BATON_RANK/BATON_SIZE");
+  check(baton_comm_rank(NULL) == -1 && baton_comm_size(NULL) == -1,
+        "baton_comm_rank/size(NULL) is not -1");
+  check(baton_comm_last_error(NULL) != NULL, "baton_comm_last_error(NULL) is NULL");
+  const char *e = baton_comm_last_error(T.comm);
+  check(e && *e == '\0', "baton_comm_last_error is not \"\" before any failure");
+  check(baton_comm_destroy(NULL) == BATON_OK, "baton_comm_destroy(NULL) failed");
+}
+
+/*
+ * One invalid call: it must return BATON_EINVAL and the comm's last error
+ * must mention `word`, the argument at fault.
+ */
+static void expect_einval(int rc, const char *call, const char *word) {
+  const char *e = baton_comm_last_error(T.comm);
+  int ok = rc == BATON_EINVAL && e && strstr(e, word);
+  if (!ok)
+    tally_say(&T, "%s: returned %s, last error \"%s\"; expected BATON_EINVAL "
+              "naming '%s'", call, baton_err_name(rc), e ? e : "(null)", word);
+  tally_record(&T, ok);
+}
+
+/* A NULL comm must be rejected without being dereferenced. */
+static void expect_null_comm(int rc, const char *call) {
+  check(rc == BATON_EINVAL, call);
+}
+
+static void test_allreduce_args(void) {
+  float a[4] = {0}, b[4];
+  baton_comm_t *c = T.comm;
+  expect_einval(baton_allreduce(NULL, b, 4, BATON_FLOAT32, BATON_SUM, c),
+                "allreduce(sendbuf NULL)", "sendbuf");
+  expect_einval(baton_allreduce(a, NULL, 4, BATON_FLOAT32, BATON_SUM, c),
+                "allreduce(recvbuf NULL)", "recvbuf");
+  expect_einval(baton_allreduce(a, b, 4, BAD_DTYPE_HI, BATON_SUM, c),
+                "allreduce(dtype 99)", "dtype");
+  expect_einval(baton_allreduce(a, b, 4, BAD_DTYPE_LO, BATON_SUM, c),
+                "allreduce(dtype -1)", "dtype");
+  expect_einval(baton_allreduce(a, b, 0, BAD_DTYPE_HI, BATON_SUM, c),
+                "allreduce(count 0, dtype 99)", "dtype");
+  expect_einval(baton_allreduce(a, b, 4, BATON_FLOAT32, BAD_OP_HI, c),
+                "allreduce(op 99)", "op");
+  expect_einval(baton_allreduce(a, b, 4, BATON_FLOAT32, BAD_OP_LO, c),
+                "allreduce(op -1)", "op");
+  expect_einval(baton_allreduce(a, b, 0, BATON_FLOAT32, BAD_OP_HI, c),
+                "allreduce(count 0, op 99)", "op");
+  expect_einval(baton_allreduce(a, b, SIZE_MAX / 2, BATON_FLOAT32, BATON_SUM, c),
+                "allreduce(count SIZE_MAX/2 float32)", "count");
+  expect_null_comm(baton_allreduce(a, b, 4, BATON_FLOAT32, BATON_SUM, NULL),
+                   "allreduce(comm NULL) did not return BATON_EINVAL");
+}
+
+/*
+ * reduce_scatter's send buffer is size * recvcount elements, so a recvcount
+ * whose own byte size fits can still overflow once multiplied by the size:
+ * 2^61 float32 are 2^63 bytes, times 2 ranks is 2^64.
+ */
+static void test_reduce_scatter_args(void) {
+  float a[8] = {0}, b[4];
+  baton_comm_t *c = T.comm;
+  expect_einval(baton_reduce_scatter(NULL, b, 4, BATON_FLOAT32, BATON_SUM, c),
+                "reduce_scatter(sendbuf NULL)", "sendbuf");
+  expect_einval(baton_reduce_scatter(a, NULL, 4, BATON_FLOAT32, BATON_SUM, c),
+                "reduce_scatter(recvbuf NULL)", "recvbuf");
+  expect_einval(baton_reduce_scatter(a, b, 4, BAD_DTYPE_HI, BATON_SUM, c),
+                "reduce_scatter(dtype 99)", "dtype");
+  expect_einval(baton_reduce_scatter(a, b, 4, BAD_DTYPE_LO, BATON_SUM, c),
+                "reduce_scatter(dtype -1)", "dtype");
+  expect_einval(baton_reduce_scatter(a, b, 4, BATON_FLOAT32, BAD_OP_HI, c),
+                "reduce_scatter(op 99)", "op");
+  expect_einval(baton_reduce_scatter(a, b, 4, BATON_FLOAT32, BAD_OP_LO, c),
+                "reduce_scatter(op -1)", "op");
+  expect_einval(baton_reduce_scatter(a, b, SIZE_MAX / 2, BATON_FLOAT32,
+                                     BATON_SUM, c),
+                "reduce_scatter(recvcount SIZE_MAX/2 float32)", "count");
+  if (T.size >= 2)
+    expect_einval(baton_reduce_scatter(a, b, (size_t)1 << 61, BATON_FLOAT32,
+                                       BATON_SUM, c),
+                  "reduce_scatter(recvcount 2^61 float32, size*bytes overflows)",
+                  "count");
+  expect_null_comm(baton_reduce_scatter(a, b, 4, BATON_FLOAT32, BATON_SUM, NULL),
+                   "reduce_scatter(comm NULL) did not return BATON_EINVAL");
+}
+
+static void test_allgather_args(void) {
+  float a[4] = {0}, b[8];
+  baton_comm_t *c = T.comm;
+  expect_einval(baton_allgather(NULL, b, 4, BATON_FLOAT32, c),
+                "allgather(sendbuf NULL)", "sendbuf");
+  expect_einval(baton_allgather(a, NULL, 4, BATON_FLOAT32, c),
+                "allgather(recvbuf NULL)", "recvbuf");
+  expect_einval(baton_allgather(a, b, 4, BAD_DTYPE_HI, c),
+                "allgather(dtype 99)", "dtype");
+  expect_einval(baton_allgather(a, b, 4, BAD_DTYPE_LO, c),
+                "allgather(dtype -1)", "dtype");
+  expect_einval(baton_allgather(a, b, 0, BAD_DTYPE_HI, c),
+                "allgather(count 0, dtype 99)", "dtype");
+  expect_einval(baton_allgather(a, b, SIZE_MAX / 2, BATON_FLOAT32, c),
+                "allgather(sendcount SIZE_MAX/2 float32)", "count");
+  if (T.size >= 2)
+    expect_einval(baton_allgather(a, b, (size_t)1 << 61, BATON_FLOAT32, c),
+                  "allgather(sendcount 2^61 float32, size*bytes overflows)",
+                  "count");
+  expect_null_comm(baton_allgather(a, b, 4, BATON_FLOAT32, NULL),
+                   "allgather(comm NULL) did not return BATON_EINVAL");
+  expect_null_comm(baton_barrier(NULL),
+                   "barrier(comm NULL) did not return BATON_EINVAL");
+}
+
+/* After all the rejected calls, the same collectives must work: count 0
+ * with NULL buffers, then a real allreduce, allgather and barrier. */
+static void test_valid_calls(void) {
+  baton_comm_t *c = T.comm;
+  int n = T.size, rank = T.rank;
+  tally_record(&T, tally_rc(&T, baton_allreduce(NULL, NULL, 0, BATON_INT32,
+                                                BATON_SUM, c),
+                            "allreduce(NULL, NULL, count 0)"));
+  tally_record(&T, tally_rc(&T, baton_reduce_scatter(NULL, NULL, 0, BATON_INT32,
+                                                     BATON_SUM, c),
+                            "reduce_scatter(NULL, NULL, count 0)"));
+  tally_record(&T, tally_rc(&T, baton_allgather(NULL, NULL, 0, BATON_INT32, c),
+                            "allgather(NULL, NULL, count 0)"));
+  int32_t v[3] = {rank + 1, -rank, 7}, w[3] = {0};
+  int ok = tally_rc(&T, baton_allreduce(v, w, 3, BATON_INT32, BATON_SUM, c),
+                    "allreduce after invalid calls");
+  check(ok && w[0] == n * (n + 1) / 2 && w[1] == -n * (n - 1) / 2 && w[2] == 7 * n,
+        "allreduce after invalid calls: wrong result");
+  int64_t mine = 1000 + rank, *all = calloc((size_t)n, sizeof *all);
+  ok = tally_rc(&T, baton_allgather(&mine, all, 1, BATON_INT64, c),
+                "allgather after invalid calls");
+  for (int r = 0; ok && r < n; r++)
+    ok = all[r] == 1000 + r;
+  check(ok, "allgather after invalid calls: wrong result");
+  free(all);
+  tally_record(&T, tally_rc(&T, baton_barrier(c), "barrier after invalid calls"));
+}
+
+/* ------------------------------------------------ init in a child process */
+
+typedef struct {
+  const char *what;
+  const char *var, *value; /* value NULL: unset var */
+  int expect_rc;
+  const char *word; /* baton_last_init_error() must contain it */
+  int null_arg;     /* call baton_comm_init(NULL) */
+} init_case_t;
+
+/*
+ * In the child: a rank 1 of 2 whose store address, 127.0.0.1:1, has no
+ * server, so even an environment wrongly accepted can only time out (after
+ * BATON_TIMEOUT=2 s) and never reaches the parent's real store. Then the
+ * case's change, then baton_comm_init(). Exit status 0 means it passed.
+ */
+static void init_child(const init_case_t *k) {
+  alarm(20); /* a hung child dies and the parent reports it */
+  setenv("BATON_RANK", "1", 1);
+  setenv("BATON_SIZE", "2", 1);
+  setenv("BATON_ADDR", "127.0.0.1:1", 1);
+  setenv("BATON_TIMEOUT", "2", 1);
+  setenv("BATON_DEBUG", "NONE", 1);
+  if (k->value)
+    setenv(k->var, k->value, 1);
+  else if (k->var)
+    unsetenv(k->var);
+  baton_comm_t *comm = (baton_comm_t *)&comm; /* must be reset to NULL */
+  int rc = baton_comm_init(k->null_arg ? NULL : &comm);
+  const char *e = baton_last_init_error();
+  int ok = rc == k->expect_rc && (k->null_arg || comm == NULL) && e && *e &&
+           strstr(e, k->word);
+  if (!ok)
+    fprintf(stderr, "rank %d: baton_comm_init with %s: returned %s, comm %s, "
+            "error \"%s\"; expected %s naming '%s'\n", T.rank, k->what,
+            baton_err_name(rc), comm ? "not NULL" : "NULL", e ? e : "(null)",
+            baton_err_name(k->expect_rc), k->word);
+  _exit(ok ? 0 : 1); /* skip atexit handlers: they belong to the parent */
+}
+
+static void run_init_case(const init_case_t *k) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0)
+    init_child(k);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+    check(0, "fork/waitpid failed");
+    return;
+  }
+  if (WIFSIGNALED(status))
+    tally_say(&T, "baton_comm_init with %s: child killed by signal %d%s",
+              k->what, WTERMSIG(status),
+              WTERMSIG(status) == SIGALRM ? " (hung for 20 s)" : "");
+  tally_record(&T, WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void test_init_env(void) {
+  static const init_case_t cases[] = {
+      {"BATON_RANK unset", "BATON_RANK", NULL, BATON_EUSAGE, "BATON_RANK", 0},
+      {"BATON_RANK=abc", "BATON_RANK", "abc", BATON_EUSAGE, "BATON_RANK", 0},
+      {"BATON_RANK=5 of size 2", "BATON_RANK", "5", BATON_EUSAGE, "BATON_RANK", 0},
+      {"BATON_RANK=-1", "BATON_RANK", "-1", BATON_EUSAGE, "BATON_RANK", 0},
+      {"BATON_RANK=1x", "BATON_RANK", "1x", BATON_EUSAGE, "BATON_RANK", 0},
+      {"BATON_RANK empty", "BATON_RANK", "", BATON_EUSAGE, "BATON_RANK", 0},
+      {"BATON_SIZE unset", "BATON_SIZE", NULL, BATON_EUSAGE, "BATON_SIZE", 0},
+      {"BATON_SIZE=0", "BATON_SIZE", "0", BATON_EUSAGE, "BATON_SIZE", 0},
+      {"BATON_ADDR unset", "BATON_ADDR", NULL, BATON_EUSAGE, "BATON_ADDR", 0},
+      {"BATON_ADDR=nocolon", "BATON_ADDR", "nocolon", BATON_EUSAGE, "BATON_ADDR", 0},
+      {"BATON_TIMEOUT=abc", "BATON_TIMEOUT", "abc", BATON_EUSAGE, "BATON_TIMEOUT", 0},
+      {"BATON_SEGMENT_BYTES=abc", "BATON_SEGMENT_BYTES", "abc", BATON_EUSAGE,
+       "BATON_SEGMENT_BYTES", 0},
+      {"no store listening (BATON_TIMEOUT=2)", NULL, NULL, BATON_ETIMEDOUT, "", 0},
+      {"a NULL comm pointer", NULL, NULL, BATON_EINVAL, "comm", 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    run_init_case(&cases[i]);
+}
+
+int main(void) {
+  tally_init(&T);
+  test_strerror();
+  test_dtype_names();
+  test_params_describe();
+  test_comm_queries();
+  test_allreduce_args();
+  test_reduce_scatter_args();
+  test_allgather_args();
+  test_valid_calls();
+  test_init_env();
+  return tally_finish(&T);
+}

@@ -1,0 +1,579 @@
+/*
+ * test_coll.c - checks allreduce, reduce_scatter, allgather and barrier
+ * against the naive reference in ref.h. Run it under `baton-run -n N`.
+ *
+ *   test_coll [--quick] [--coll NAME] [--dtype NAME] [--op NAME] [--count N]
+ *
+ * NAME for --coll is allreduce, reduce_scatter, allgather, barrier or
+ * consistency; --dtype, --op and --count narrow the sweep down to one case
+ * when reproducing a failure. --quick leaves out the two largest counts.
+ *
+ * The exact sweep covers every dtype, op, count and in-place mode. Its inputs
+ * are chosen (exact_spec) so that every order of reduction gives the same
+ * bits: small integers, halves and powers of two for floats, wraparound only
+ * where it is well defined. So each result is compared bitwise with a
+ * reference that reduces in rank order, whatever order the library uses.
+ *
+ * The consistency sweep uses random non-integer floats, where the order
+ * matters, and checks instead that the result is close to the exact one and
+ * bitwise identical on every rank (hashes compared through allgather).
+ *
+ * Each case is one check: its return code, the result, the guard bytes just
+ * before and after the receive buffer and, out of place, the send buffer.
+ * Buffers start one element off a 64-byte boundary in some cases (by the
+ * count's low bits), as pointers into a user's array may.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "baton.h"
+#include "common.h"
+#include "ref.h"
+
+#define GUARD 64       /* bytes checked on each side of a receive buffer */
+#define GUARD_BYTE 0xa5
+#define POISON 0xcd    /* fills an out-of-place receive buffer before a call */
+#define MAX_SHOWN 3    /* mismatching elements printed per case */
+
+enum { ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BARRIER, CONSISTENCY, NCOLLS };
+static const char *const coll_names[NCOLLS] = {
+    "allreduce", "reduce_scatter", "allgather", "barrier", "consistency"};
+static const char *const dtype_names[BATON_DTYPE_COUNT] = {
+    "int8",  "uint8",   "int32",    "uint32",  "int64",
+    "uint64", "float16", "bfloat16", "float32", "float64"};
+static const char *const op_names[BATON_OP_COUNT] = {"sum", "prod", "min",
+                                                     "max", "avg"};
+
+typedef struct {
+  tally_t t;
+  int quick;
+  int only_coll, only_dtype, only_op; /* -1: all */
+  long long only_count;               /* -1: all */
+  size_t counts[16];
+  int ncounts;
+  /* Each buffer holds size * max count elements of 8 bytes; send and recv
+   * have GUARD spare bytes on each side, and 8 more for the shifts. */
+  unsigned char *send, *recv, *input, *expect;
+} test_t;
+
+/* One case of a sweep. */
+typedef struct {
+  int coll;
+  baton_dtype_t dt;
+  baton_op_t op; /* ignored by allgather */
+  size_t count;
+  int inplace;
+  size_t send_shift, recv_shift; /* bytes: buffers need not be 16-aligned */
+  gen_spec_t gen;
+  uint64_t seed;
+  char name[128]; /* "allreduce float16 sum count 101 in-place" */
+} case_t;
+
+/* ------------------------------------------------------------- inputs */
+
+/*
+ * Inputs for which every reduction order is exact, per dtype and op. Partial
+ * sums of up to 8 ranks stay within the type's significand (bfloat16 has 8
+ * bits: halves up to 4 sum to at most 32, 64 steps of 0.5; float32 sixteenths
+ * up to 4096 need 20 bits); products of 8 are powers of two within 2^+-8.
+ * Integer SUM and PROD wrap only where wrapping is defined: unsigned types,
+ * and int8, which C computes in int. Signed 32- and 64-bit values stay small
+ * enough not to overflow. AVG keeps its sums exact and unwrapped, so that
+ * sum / N is well defined. MIN and MAX take any value but NaN.
+ */
+#define BITS {GEN_BITS, 0, 0, 0}
+#define INT(lo, hi, shift) {GEN_INT, lo, hi, shift}
+#define NONZERO(lo, hi) {GEN_NONZERO, lo, hi, 0}
+#define POW2(lo, hi) {GEN_POW2, lo, hi, 0}
+#define REAL(lo, hi) {GEN_REAL, lo, hi, 0}
+#define P20 0x1p20
+#define P40 0x1p40
+
+static const gen_spec_t exact_specs[BATON_DTYPE_COUNT][4] = {
+    /*                  SUM                     PROD            MIN, MAX           AVG */
+    [BATON_INT8] =     {BITS,                   NONZERO(-2, 3), BITS,              INT(-15, 15, 0)},
+    [BATON_UINT8] =    {BITS,                   INT(1, 7, 0),   BITS,              INT(0, 31, 0)},
+    [BATON_INT32] =    {INT(-P20, P20, 0),      NONZERO(-2, 3), BITS,              INT(-P20, P20, 0)},
+    [BATON_UINT32] =   {BITS,                   BITS,           BITS,              INT(0, P20, 0)},
+    [BATON_INT64] =    {INT(-P40, P40, 0),      NONZERO(-2, 3), BITS,              INT(-P40, P40, 0)},
+    [BATON_UINT64] =   {BITS,                   BITS,           BITS,              INT(0, P40, 0)},
+    [BATON_FLOAT16] =  {INT(-8, 8, 1),          POW2(-1, 1),    REAL(-1000, 1000), INT(-8, 8, 1)},
+    [BATON_BFLOAT16] = {INT(-8, 8, 1),          POW2(-1, 1),    REAL(-1000, 1000), INT(-8, 8, 1)},
+    [BATON_FLOAT32] =  {INT(-65536, 65536, 4),  POW2(-1, 1),    REAL(-1000, 1000), INT(-65536, 65536, 4)},
+    [BATON_FLOAT64] =  {INT(-P40, P40, 10),     POW2(-1, 1),    REAL(-1000, 1000), INT(-P40, P40, 10)},
+};
+
+static gen_spec_t exact_spec(baton_dtype_t dt, baton_op_t op) {
+  static const int column[BATON_OP_COUNT] = {0, 1, 2, 2, 3};
+  return exact_specs[dt][column[op]];
+}
+
+/* Every case draws different inputs; every rank draws the same ones. */
+static uint64_t case_seed(int coll, baton_dtype_t dt, int op, size_t count) {
+  uint64_t key = (uint64_t)coll << 56 ^ (uint64_t)dt << 48 ^
+                 (uint64_t)op << 40 ^ count;
+  return ref_mix64(ref_mix64(key));
+}
+
+static void case_name(case_t *c) {
+  snprintf(c->name, sizeof c->name, "%s %s%s%s count %zu %s",
+           coll_names[c->coll], dtype_names[c->dt],
+           c->coll == ALLGATHER ? "" : " ",
+           c->coll == ALLGATHER ? "" : op_names[c->op], c->count,
+           c->inplace ? "in-place" : "out-of-place");
+}
+
+/*
+ * The buffers of a case. Users pass pointers into their arrays, aligned to
+ * the element but not necessarily to a vector or a cache line, so the
+ * counts' low bits shift each buffer by one element or not.
+ */
+static unsigned char *send_buf(const test_t *T, const case_t *c) {
+  return T->send + c->send_shift;
+}
+
+static unsigned char *recv_buf(const test_t *T, const case_t *c) {
+  return T->recv + c->recv_shift;
+}
+
+/* ----------------------------------------------------------- checking */
+
+static void format_elem(char *buf, size_t cap, baton_dtype_t dt,
+                        uint64_t bits) {
+  int hex = 2 * (int)ref_size(dt);
+  if (ref_is_float(dt))
+    snprintf(buf, cap, "%.9g (0x%0*llx)", ref_to_double(dt, bits), hex,
+             (unsigned long long)bits);
+  else if (ref_is_signed(dt))
+    snprintf(buf, cap, "%lld (0x%0*llx)", (long long)ref_sext(dt, bits), hex,
+             (unsigned long long)bits);
+  else
+    snprintf(buf, cap, "%llu (0x%0*llx)", (unsigned long long)bits, hex,
+             (unsigned long long)bits);
+}
+
+/* Compares n elements bitwise; prints the first few that differ. */
+static int check_elems(test_t *T, const case_t *c, const char *what,
+                       const void *got, const void *want, size_t n) {
+  size_t bad = 0;
+  if (memcmp(got, want, n * ref_size(c->dt)) == 0)
+    return 1;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t g = ref_load(got, c->dt, i), w = ref_load(want, c->dt, i);
+    if (g == w || bad++ >= MAX_SHOWN)
+      continue;
+    char gs[64], ws[64];
+    format_elem(gs, sizeof gs, c->dt, g);
+    format_elem(ws, sizeof ws, c->dt, w);
+    tally_say(&T->t, "%s: %s index %zu: got %s, expected %s", c->name, what,
+              i, gs, ws);
+  }
+  tally_say(&T->t, "%s: %s: %zu of %zu elements differ", c->name, what, bad,
+            n);
+  return 0;
+}
+
+/* Fills the guard bytes on both sides of [buf, buf + len). */
+static void guard_set(unsigned char *buf, size_t len) {
+  memset(buf - GUARD, GUARD_BYTE, GUARD);
+  memset(buf + len, GUARD_BYTE, GUARD);
+}
+
+static int guard_ok(test_t *T, const case_t *c, const unsigned char *buf,
+                    size_t len) {
+  for (int i = 0; i < GUARD; i++) {
+    if (buf[-1 - i] != GUARD_BYTE) {
+      tally_say(&T->t, "%s: byte %d before recvbuf was overwritten", c->name,
+                i + 1);
+      return 0;
+    }
+    if (buf[len + i] != GUARD_BYTE) {
+      tally_say(&T->t, "%s: byte %d past the end of recvbuf was overwritten",
+                c->name, i);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/*
+ * Everything a case checks after its call: the return code, the guards
+ * around the receive region [region, region + region_bytes), the send buffer
+ * (out of place it must still hold the input) and the n result elements.
+ */
+static int check_case(test_t *T, const case_t *c, int rc,
+                      const unsigned char *region, size_t region_bytes,
+                      size_t send_elems, const void *result, size_t n) {
+  if (!tally_rc(&T->t, rc, c->name))
+    return 0;
+  int ok = guard_ok(T, c, region, region_bytes);
+  if (!c->inplace)
+    ok &= check_elems(T, c, "sendbuf (modified)", send_buf(T, c), T->input,
+                      send_elems);
+  return check_elems(T, c, "result", result, T->expect, n) && ok;
+}
+
+/* ---------------------------------------------------------- one case */
+
+static int run_allreduce(test_t *T, const case_t *c) {
+  size_t bytes = c->count * ref_size(c->dt);
+  unsigned char *in = send_buf(T, c), *out = recv_buf(T, c);
+  memcpy(c->inplace ? out : in, T->input, bytes);
+  if (!c->inplace)
+    memset(out, POISON, bytes);
+  guard_set(out, bytes);
+  int rc = baton_allreduce(c->inplace ? out : in, out, c->count, c->dt,
+                           c->op, T->t.comm);
+  return check_case(T, c, rc, out, bytes, c->count, out, c->count);
+}
+
+/* In place, the whole send buffer lives in recv and rank r's result lands
+ * in its own chunk of it. */
+static int run_reduce_scatter(test_t *T, const case_t *c) {
+  size_t esz = ref_size(c->dt), n = c->count, all = n * (size_t)T->t.size;
+  unsigned char *in = send_buf(T, c), *buf = recv_buf(T, c), *out = buf;
+  size_t region = n * esz;
+  if (c->inplace) {
+    memcpy(buf, T->input, all * esz);
+    out = buf + (size_t)T->t.rank * n * esz;
+    region = all * esz;
+  } else {
+    memcpy(in, T->input, all * esz);
+    memset(out, POISON, region);
+  }
+  guard_set(buf, region);
+  int rc = baton_reduce_scatter(c->inplace ? buf : in, out, n, c->dt,
+                                c->op, T->t.comm);
+  return check_case(T, c, rc, buf, region, all, out, n);
+}
+
+static int run_allgather(test_t *T, const case_t *c) {
+  size_t esz = ref_size(c->dt), n = c->count, all = n * (size_t)T->t.size;
+  unsigned char *in = send_buf(T, c), *out = recv_buf(T, c);
+  unsigned char *mine = out + (size_t)T->t.rank * n * esz;
+  memset(out, POISON, all * esz);
+  memcpy(c->inplace ? mine : in, T->input, n * esz);
+  guard_set(out, all * esz);
+  int rc = baton_allgather(c->inplace ? mine : in, out, n, c->dt,
+                           T->t.comm);
+  return check_case(T, c, rc, out, all * esz, n, out, all);
+}
+
+/* Computes this rank's input and the expected result of a case; both are
+ * the same for its in-place and out-of-place runs. */
+static void prepare(test_t *T, const case_t *c) {
+  size_t n = c->count, esz = ref_size(c->dt);
+  int rank = T->t.rank, size = T->t.size;
+  switch (c->coll) {
+  case ALLREDUCE:
+    ref_fill(T->input, c->dt, &c->gen, c->seed, rank, 0, n);
+    ref_reduce(T->expect, c->dt, c->op, &c->gen, c->seed, size, 0, n);
+    break;
+  case REDUCE_SCATTER:
+    ref_fill(T->input, c->dt, &c->gen, c->seed, rank, 0, n * (size_t)size);
+    ref_reduce(T->expect, c->dt, c->op, &c->gen, c->seed, size,
+               (size_t)rank * n, n);
+    break;
+  default: /* ALLGATHER */
+    for (int q = 0; q < size; q++)
+      ref_fill(T->expect + (size_t)q * n * esz, c->dt, &c->gen, c->seed, q, 0,
+               n);
+    memcpy(T->input, T->expect + (size_t)rank * n * esz, n * esz);
+    break;
+  }
+}
+
+/* ------------------------------------------------------------ sweeps */
+
+static int selected(const test_t *T, baton_dtype_t dt, int op, size_t count) {
+  return (T->only_dtype < 0 || T->only_dtype == (int)dt) &&
+         (T->only_op < 0 || op < 0 || T->only_op == op) &&
+         (T->only_count < 0 || (size_t)T->only_count == count);
+}
+
+/* Runs one (dtype, op, count) in both modes; op is -1 for allgather. */
+static void sweep_one(test_t *T, int coll, baton_dtype_t dt, int op,
+                      size_t count) {
+  case_t c = {.coll = coll, .dt = dt, .op = op < 0 ? BATON_SUM : op,
+              .count = count};
+  c.send_shift = ((count >> 1) & 1) * ref_size(dt);
+  c.recv_shift = (count & 1) * ref_size(dt);
+  c.gen = coll == ALLGATHER ? (gen_spec_t)BITS : exact_spec(dt, c.op);
+  c.seed = case_seed(coll, dt, op, count);
+  prepare(T, &c);
+  for (c.inplace = 0; c.inplace < 2 && !T->t.broken; c.inplace++) {
+    case_name(&c);
+    int ok = coll == ALLREDUCE        ? run_allreduce(T, &c)
+             : coll == REDUCE_SCATTER ? run_reduce_scatter(T, &c)
+                                      : run_allgather(T, &c);
+    tally_record(&T->t, ok);
+  }
+}
+
+static void sweep(test_t *T, int coll) {
+  int nops = coll == ALLGATHER ? 1 : BATON_OP_COUNT;
+  for (int dt = 0; dt < BATON_DTYPE_COUNT; dt++)
+    for (int op = 0; op < nops; op++)
+      for (int i = 0; i < T->ncounts && !T->t.broken; i++) {
+        int o = coll == ALLGATHER ? -1 : op;
+        if (selected(T, dt, o, T->counts[i]))
+          sweep_one(T, coll, dt, o, T->counts[i]);
+      }
+}
+
+/* ------------------------------------------------------- consistency */
+
+/* Unit roundoff of each float type. */
+static double unit_roundoff(baton_dtype_t dt) {
+  switch (dt) {
+  case BATON_FLOAT16: return 0x1p-11;
+  case BATON_BFLOAT16: return 0x1p-8;
+  case BATON_FLOAT32: return 0x1p-24;
+  default: return 0x1p-53;
+  }
+}
+
+/*
+ * Checks a result computed from rounded inputs against the exact value
+ * within a generous bound: any order of N - 1 roundings plus the final
+ * one stays inside 2 (N + 1) u times the sum of magnitudes.
+ */
+static int check_close(test_t *T, const case_t *c, const void *got) {
+  int size = T->t.size;
+  double u = unit_roundoff(c->dt);
+  for (size_t i = 0; i < c->count; i++) {
+    double exact = c->op == BATON_PROD ? 1 : 0, mag = 0;
+    for (int r = 0; r < size; r++) {
+      double v = ref_to_double(c->dt, ref_gen(c->dt, &c->gen, c->seed, r, i));
+      exact = c->op == BATON_PROD ? exact * v : exact + v;
+      mag += fabs(v);
+    }
+    if (c->op == BATON_PROD)
+      mag = fabs(exact);
+    if (c->op == BATON_AVG) {
+      exact /= size;
+      mag /= size;
+    }
+    double g = ref_to_double(c->dt, ref_load(got, c->dt, i));
+    if (!(fabs(g - exact) <= 2 * (size + 1) * u * mag)) {
+      tally_say(&T->t, "%s: index %zu: got %.17g, exact %.17g, off by more "
+                "than %.3g", c->name, i, g, exact, 2 * (size + 1) * u * mag);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* One random-float allreduce: its result hash goes in *hash. */
+static int consistency_case(test_t *T, case_t *c, uint64_t *hash) {
+  size_t bytes = c->count * ref_size(c->dt);
+  ref_fill(T->input, c->dt, &c->gen, c->seed, T->t.rank, 0, c->count);
+  memcpy(c->inplace ? T->recv : T->send, T->input, bytes);
+  int rc = baton_allreduce(c->inplace ? T->recv : T->send, T->recv, c->count,
+                           c->dt, c->op, T->t.comm);
+  *hash = ref_hash(T->recv, bytes);
+  return tally_rc(&T->t, rc, c->name) && check_close(T, c, T->recv);
+}
+
+/*
+ * Random non-integer floats, where rounding depends on the order of the
+ * reduction: every rank must still end with the same bits. Each case's
+ * result hash is gathered from all ranks and compared with rank 0's.
+ */
+static void consistency(test_t *T) {
+  static const baton_dtype_t dts[] = {BATON_FLOAT16, BATON_BFLOAT16,
+                                      BATON_FLOAT32, BATON_FLOAT64};
+  static const baton_op_t ops[] = {BATON_SUM, BATON_AVG, BATON_PROD};
+  size_t counts[] = {(size_t)T->t.size + 1, 1009, 65537};
+  int ncounts = T->quick ? 2 : 3;
+  if (T->only_count >= 0) {
+    counts[0] = (size_t)T->only_count;
+    ncounts = 1;
+  }
+  enum { MAXCASES = 4 * 3 * 3 * 2 };
+  uint64_t hashes[MAXCASES], *all = calloc(MAXCASES * (size_t)T->t.size, 8);
+  char names[MAXCASES][128];
+  int ok[MAXCASES], n = 0;
+  for (int d = 0; d < 4; d++)
+    for (int o = 0; o < 3; o++)
+      for (int k = 0; k < ncounts && !T->t.broken; k++) {
+        if (!selected(T, dts[d], ops[o], counts[k]))
+          continue;
+        case_t c = {.coll = CONSISTENCY, .dt = dts[d], .op = ops[o],
+                    .count = counts[k]};
+        c.gen = ops[o] == BATON_PROD ? (gen_spec_t)REAL(0.5, 2)
+                                     : (gen_spec_t)REAL(-1, 1);
+        c.seed = case_seed(CONSISTENCY, c.dt, c.op, c.count);
+        for (c.inplace = 0; c.inplace < 2 && !T->t.broken; c.inplace++, n++) {
+          case_name(&c);
+          memcpy(names[n], c.name, sizeof c.name);
+          ok[n] = consistency_case(T, &c, &hashes[n]);
+        }
+      }
+  if (!T->t.broken && n > 0 &&
+      tally_rc(&T->t, baton_allgather(hashes, all, n, BATON_UINT64, T->t.comm),
+               "consistency: allgather of result hashes")) {
+    for (int i = 0; i < n; i++)
+      for (int r = 1; r < T->t.size; r++)
+        if (all[(size_t)r * n + i] != all[i]) {
+          tally_say(&T->t, "%s: rank %d's result differs from rank 0's",
+                    names[i], r);
+          ok[i] = 0;
+          break;
+        }
+  }
+  for (int i = 0; i < n && !T->t.broken; i++)
+    tally_record(&T->t, ok[i]);
+  free(all);
+}
+
+/* ------------------------------------------------------------ barrier */
+
+/* CLOCK_MONOTONIC is one clock for every process on the host (and baton's
+ * ranks share a host), and unlike the wall clock it never steps back. */
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * One rank arrives 30 ms late; nobody may leave before it arrived. The ranks
+ * share the host's clock, so each compares its exit time with every rank's
+ * entry time (gathered afterwards), with no timing slack needed.
+ */
+static int barrier_late_rank(test_t *T, int late) {
+  uint64_t times[2], *all = calloc(2 * (size_t)T->t.size, 8);
+  int ok = tally_rc(&T->t, baton_barrier(T->t.comm), "barrier");
+  if (T->t.rank == late)
+    nanosleep(&(struct timespec){0, 30 * 1000 * 1000}, NULL);
+  times[0] = now_ns();
+  ok = ok && tally_rc(&T->t, baton_barrier(T->t.comm), "barrier");
+  times[1] = now_ns();
+  ok = ok && tally_rc(&T->t, baton_allgather(times, all, 2, BATON_UINT64,
+                                             T->t.comm), "barrier: allgather");
+  for (int r = 0; ok && r < T->t.size; r++)
+    if (all[2 * r] > times[1]) {
+      tally_say(&T->t, "barrier: left %.3f ms before rank %d entered (rank %d "
+                "late)", (all[2 * r] - times[1]) / 1e6, r, late);
+      ok = 0;
+    }
+  free(all);
+  return ok;
+}
+
+static void barrier_checks(test_t *T) {
+  for (int round = 0; round < 3 && !T->t.broken; round++)
+    tally_record(&T->t, barrier_late_rank(T, round % T->t.size));
+  int ok = 1;
+  for (int i = 0; i < 200 && ok && !T->t.broken; i++)
+    ok = tally_rc(&T->t, baton_barrier(T->t.comm), "barrier (200 in a row)");
+  if (!T->t.broken)
+    tally_record(&T->t, ok);
+}
+
+/* -------------------------------------------------------------- main */
+
+__attribute__((noreturn)) static void usage(void) {
+  fprintf(stderr, "usage: test_coll [--quick] [--coll NAME] [--dtype NAME] "
+                  "[--op NAME] [--count N]\n");
+  exit(2);
+}
+
+static int lookup(const char *const *names, int n, const char *s) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(names[i], s) == 0)
+      return i;
+  fprintf(stderr, "test_coll: unknown name '%s'\n", s);
+  usage();
+}
+
+static void parse_args(test_t *T, int argc, char **argv) {
+  T->only_coll = T->only_dtype = T->only_op = -1;
+  T->only_count = -1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--quick") == 0) {
+      T->quick = 1;
+      continue;
+    }
+    if (!v)
+      usage();
+    if (strcmp(a, "--coll") == 0)
+      T->only_coll = lookup(coll_names, NCOLLS, v);
+    else if (strcmp(a, "--dtype") == 0)
+      T->only_dtype = lookup(dtype_names, BATON_DTYPE_COUNT, v);
+    else if (strcmp(a, "--op") == 0)
+      T->only_op = lookup(op_names, BATON_OP_COUNT, v);
+    else if (strcmp(a, "--count") == 0)
+      T->only_count = atoll(v);
+    else
+      usage();
+    i++;
+  }
+}
+
+/* The count sweep, sorted and without duplicates; --quick drops the two
+ * largest (65537 and 262147 elements: more than one 64 KiB segment), and
+ * --count replaces it with any one count. */
+static void make_counts(test_t *T) {
+  size_t n = (size_t)T->t.size;
+  size_t all[] = {0, 1, n - 1, n, n + 1, 7, 13, 101, 1009, 65537, 262147};
+  int len = T->quick ? 9 : 11;
+  if (T->only_count >= 0) {
+    all[0] = (size_t)T->only_count;
+    len = 1;
+  }
+  T->ncounts = 0;
+  for (int i = 0; i < len; i++) {
+    int j = T->ncounts;
+    while (j > 0 && T->counts[j - 1] > all[i])
+      j--;
+    if (j > 0 && T->counts[j - 1] == all[i])
+      continue;
+    memmove(&T->counts[j + 1], &T->counts[j],
+            (size_t)(T->ncounts - j) * sizeof T->counts[0]);
+    T->counts[j] = all[i];
+    T->ncounts++;
+  }
+}
+
+static unsigned char *alloc_buffer(size_t bytes, int guarded) {
+  unsigned char *p = malloc(bytes + 2 * GUARD);
+  if (!p) {
+    fprintf(stderr, "test_coll: out of memory (%zu bytes)\n", bytes);
+    exit(1);
+  }
+  return guarded ? p + GUARD : p;
+}
+
+int main(int argc, char **argv) {
+  test_t T = {0};
+  parse_args(&T, argc, argv);
+  tally_init(&T.t);
+  make_counts(&T);
+  size_t bytes = T.counts[T.ncounts - 1] * (size_t)T.t.size * 8;
+  T.send = alloc_buffer(bytes + 8, 1); /* + 8: room for the shifts */
+  T.recv = alloc_buffer(bytes + 8, 1);
+  T.input = alloc_buffer(bytes, 0);
+  T.expect = alloc_buffer(bytes, 0);
+  for (int coll = 0; coll < NCOLLS && !T.t.broken; coll++) {
+    if (T.only_coll >= 0 && T.only_coll != coll)
+      continue;
+    if (coll == BARRIER)
+      barrier_checks(&T);
+    else if (coll == CONSISTENCY)
+      consistency(&T);
+    else
+      sweep(&T, coll);
+  }
+  int status = tally_finish(&T.t);
+  free(T.send - GUARD);
+  free(T.recv - GUARD);
+  free(T.input);
+  free(T.expect);
+  return status;
+}
