@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -54,18 +55,23 @@ typedef struct {
 
 typedef struct {
   _Atomic int32_t pid;
-  _Atomic uint32_t posted; /* last rendezvous this rank arrived at */
-  char pad[CACHELINE - 8];
+  char pad[CACHELINE - 4];
 } rank_slot_t;
+
+/* A mailbox starts with its owner's arrival flag, in the same cache line as
+ * the first bytes of data: a peer that sees the flag already holds a tiny
+ * message, so a small rendezvous costs one cache-line transfer per peer. */
+typedef struct {
+  _Atomic uint32_t call;    /* last rendezvous its owner arrived at */
+  _Atomic uint32_t waiting; /* a peer sleeps on `call` */
+} mailbox_hdr_t;
+#define MAILBOX_DATA 8
 
 typedef struct {
   uint64_t magic;
   uint32_t nranks, nslots;
-  uint64_t slot_bytes, total_bytes, mailbox_bytes;
+  uint64_t slot_bytes, total_bytes, mailbox_bytes; /* mailbox: header + data */
   char pad0[CACHELINE - 40];
-  _Atomic uint32_t arrived;         /* arrivals at rendezvous, all calls */
-  _Atomic uint32_t arrive_waiting;  /* someone sleeps on `arrived` */
-  char pad1[CACHELINE - 8];
   rank_slot_t ranks[]; /* nranks, then 2 * nranks mailboxes */
 } shm_header_t;
 
@@ -85,6 +91,7 @@ struct baton__shm {
   int rank, size;
   shm_header_t *hdr;
   double spin_s;
+  int oversubscribed; /* more ranks than cores */
   chan_t send_chan, recv_chan;
   baton__conn_t send_conn, recv_conn;
 };
@@ -156,6 +163,13 @@ static int wait_for(baton__shm_t *s, _Atomic uint32_t *word, uint32_t target,
       __builtin_ia32_pause();
     }
   } while (baton__now() < spin_end);
+  /* With more ranks than cores the rank we wait for may be queued behind us
+   * on this core: hand it the core a few times before paying for a sleep. */
+  for (int i = 0; s->oversubscribed && i < 4; i++) {
+    sched_yield();
+    if (reached(word, target))
+      return 0;
+  }
   const struct timespec slice = {0, 20 * 1000 * 1000};
   for (;;) {
     atomic_store_explicit(flag, 1, memory_order_relaxed);
@@ -233,51 +247,53 @@ const baton__transport_t baton__shm_transport = {
 
 /* ----------------------------------------------------------- rendezvous */
 
-void *baton__shm_mailbox(baton__shm_t *s, int rank, uint32_t call) {
-  return (char *)s->base + ranks_bytes(s->size) +
-         ((size_t)(call & 1) * (size_t)s->size + (size_t)rank) * s->hdr->mailbox_bytes;
+static mailbox_hdr_t *mailbox_hdr(baton__shm_t *s, int rank, uint32_t call) {
+  return (mailbox_hdr_t *)((char *)s->base + ranks_bytes(s->size) +
+                           ((size_t)(call & 1) * (size_t)s->size + (size_t)rank) *
+                               s->hdr->mailbox_bytes);
 }
 
-size_t baton__shm_mailbox_bytes(const baton__shm_t *s) { return s->hdr->mailbox_bytes; }
+void *baton__shm_mailbox(baton__shm_t *s, int rank, uint32_t call) {
+  return (char *)mailbox_hdr(s, rank, call) + MAILBOX_DATA;
+}
 
-/* On a slow rendezvous: a dead rank that has not arrived is an error at
- * once; otherwise why lists the ranks still missing. */
-static int missing_ranks(baton__shm_t *s, uint32_t call, char *why, size_t whylen) {
+size_t baton__shm_mailbox_bytes(const baton__shm_t *s) {
+  return s->hdr->mailbox_bytes - MAILBOX_DATA;
+}
+
+/* After a failed wait: which ranks have not arrived, and is one dead. */
+static int missing_ranks(baton__shm_t *s, uint32_t call, int rc, char *why, size_t whylen) {
   size_t off = 0;
   why[0] = '\0';
   for (int r = 0; r < s->size; r++) {
-    rank_slot_t *rs = &s->hdr->ranks[r];
-    if ((int32_t)(atomic_load_explicit(&rs->posted, memory_order_relaxed) - call) >= 0)
+    if (reached(&mailbox_hdr(s, r, call)->call, call))
       continue;
-    pid_t pid = atomic_load_explicit(&rs->pid, memory_order_relaxed);
-    if (!peer_alive(pid)) {
+    pid_t pid = atomic_load_explicit(&s->hdr->ranks[r].pid, memory_order_relaxed);
+    if (rc == BATON_EREMOTE && !peer_alive(pid)) {
       snprintf(why, whylen, "rank %d (pid %d) died before arriving", r, (int)pid);
-      return BATON_EREMOTE;
+      return rc;
     }
     if (off < whylen)
-      off += (size_t)snprintf(why + off, whylen - off, "%s%d", off ? "," : "waiting for rank(s) ", r);
+      off += (size_t)snprintf(why + off, whylen - off, "%s%d",
+                              off ? "," : "still waiting for rank(s) ", r);
   }
-  return 0;
+  return rc;
 }
 
 int baton__shm_arrive(baton__shm_t *s, uint32_t call, double timeout_s, char *why, size_t whylen) {
-  shm_header_t *h = s->hdr;
-  uint32_t all = call * (uint32_t)s->size;
-  atomic_store_explicit(&h->ranks[s->rank].posted, call, memory_order_relaxed);
-  if (atomic_fetch_add(&h->arrived, 1) + 1 == all) {
-    wake(&h->arrived, &h->arrive_waiting, 1);
-    return 0;
+  mailbox_hdr_t *mine = mailbox_hdr(s, s->rank, call);
+  atomic_store_explicit(&mine->call, call, memory_order_release);
+  wake(&mine->call, &mine->waiting, 1);
+  double deadline = baton__now() + timeout_s;
+  for (int r = 0; r < s->size; r++) {
+    mailbox_hdr_t *h = mailbox_hdr(s, r, call);
+    pid_t pid = atomic_load_explicit(&s->hdr->ranks[r].pid, memory_order_relaxed);
+    double left = deadline - baton__now();
+    int rc = r == s->rank ? 0 : wait_for(s, &h->call, call, &h->waiting, pid, left > 0 ? left : 0);
+    if (rc)
+      return missing_ranks(s, call, rc, why, whylen);
   }
-  double start = baton__now();
-  for (;;) {
-    int rc = wait_for(s, &h->arrived, all, &h->arrive_waiting, 0, 0.05);
-    if (rc == 0)
-      return 0;
-    if ((rc = missing_ranks(s, call, why, whylen)) != 0)
-      return rc;
-    if (baton__now() - start > timeout_s)
-      return BATON_ETIMEDOUT;
-  }
+  return 0;
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -313,7 +329,7 @@ static int create_file(baton__shm_t *s, const baton__params_t *p, char *name,
   s->hdr->nslots = (uint32_t)p->shm_slots;
   s->hdr->slot_bytes = s->send_conn.slot_bytes;
   s->hdr->total_bytes = s->bytes;
-  s->hdr->mailbox_bytes = align_up(p->flat_bytes, CACHELINE);
+  s->hdr->mailbox_bytes = align_up(MAILBOX_DATA + p->flat_bytes, CACHELINE);
   s->hdr->magic = SHM_MAGIC;
   return 0;
 fail_unlink:
@@ -391,8 +407,10 @@ int baton__shm_setup(baton__store_t *st, int rank, int size, const int *order,
   s->rank = rank;
   s->size = size;
   s->spin_s = spin_seconds(p, size);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  s->oversubscribed = cpus > 0 && size > cpus;
   s->send_conn.slot_bytes = s->recv_conn.slot_bytes = p->segment_bytes / CACHELINE * CACHELINE;
-  s->bytes = header_bytes(size, align_up(p->flat_bytes, CACHELINE)) +
+  s->bytes = header_bytes(size, align_up(MAILBOX_DATA + p->flat_bytes, CACHELINE)) +
              (size_t)size * align_up(chan_bytes((uint32_t)p->shm_slots, s->send_conn.slot_bytes), 4096);
   char name[64];
   size_t len = 0;
