@@ -173,7 +173,10 @@ int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
   size_t maxlen = 0;
   for (int c = 0; c < comm->size; c++)
     maxlen = comm->len[c] > maxlen ? comm->len[c] : maxlen;
-  r.stream = maxlen * a->elsize * (size_t)comm->size >= comm->params.stream_bytes;
+  /* In place, the output lines were just read and are still cached: plain
+   * stores win there (measured: 7.3 against 6.7 GB/s at 128 MiB, N=2). */
+  r.stream = a->out != a->in &&
+             maxlen * a->elsize * (size_t)comm->size >= comm->params.stream_bytes;
   int rc = 0;
   for (r.round_start = 0; r.round_start < maxlen && rc == 0; r.round_start += r.piece)
     rc = run_round(&r);
