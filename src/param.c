@@ -181,6 +181,7 @@ int baton__params_load(baton__params_t *p, char *err, size_t errlen) {
   }
   baton__log_level = p->debug;
   baton__log_subsys = p->debug_subsys;
+  baton__log_rank = p->rank;
   for (size_t i = 0; i < nrows; i++) {
     const char *s = getenv(rows[i].name);
     if (s)

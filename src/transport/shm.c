@@ -309,7 +309,8 @@ static int map_file(int fd, size_t bytes, void **base, char *err, size_t errlen)
 
 static int create_file(baton__shm_t *s, const baton__params_t *p, char *name,
                        size_t namelen, char *err, size_t errlen) {
-  snprintf(name, namelen, "/baton-%d-%08lx", (int)getpid(), (unsigned long)random());
+  snprintf(name, namelen, "/baton-%d-%08lx", (int)getpid(),
+           (unsigned long)(baton__now() * 1e9) & 0xffffffffUL);
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) {
     snprintf(err, errlen, "shm_open(%s) failed: %s", name, strerror(errno));
