@@ -9,7 +9,8 @@
 # any failed.
 #
 # The tests: the unit tests (test_reduce, test_store, test_launcher.sh) when
-# present; test_install.sh and test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
+# present; test_fault (a peer that dies or stalls); test_install.sh and
+# test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
 # cores), each also through the ring with 256-byte segments, and once with
 # the flat algorithm for every size; test_api at 1 and 2 ranks. Then the
 # sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
@@ -107,6 +108,9 @@ run "test_coll -n 5 BATON_FLAT_BYTES=16M" 1 \
 for n in 1 2; do
   run "test_api -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_api"
 done
+# A peer that vanishes or stalls: errors naming it, never a hang.
+run "test_fault exit" 1 env BATON_TIMEOUT=5 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" exit
+run "test_fault stall" 1 env BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" stall
 # As a user would: install, build against the installed header with
 # pkg-config, run at 1..8 ranks. And the README's knob table is current.
 run "test_install.sh" 1 env BUILD="$BUILD" bash tests/test_install.sh

@@ -274,8 +274,8 @@ static int missing_ranks(baton__shm_t *s, uint32_t call, int rc, char *why, size
       return rc;
     }
     if (off < whylen)
-      off += (size_t)snprintf(why + off, whylen - off, "%s%d",
-                              off ? "," : "still waiting for rank(s) ", r);
+      off += (size_t)snprintf(why + off, whylen - off, "%srank %d",
+                              off ? ", " : "still waiting for ", r);
   }
   return rc;
 }

@@ -1,0 +1,74 @@
+/*
+ * test_fault.c - a peer that disappears or stalls must not hang anyone.
+ *
+ *   BATON_TIMEOUT=2 baton-run -n 2 build/tests/test_fault exit
+ *   BATON_TIMEOUT=2 baton-run -n 2 build/tests/test_fault stall
+ *
+ * exit:  rank 1 leaves (exit 0, no destroy) right after init. Rank 0's
+ *        barrier, small (flat) and large (ring) allreduce must each fail
+ *        with BATON_EREMOTE naming rank 1, found by watching the process
+ *        rather than by waiting out BATON_TIMEOUT.
+ * stall: rank 1 sleeps through the collectives. Rank 0's calls must fail
+ *        with BATON_ETIMEDOUT naming rank 1 once BATON_TIMEOUT has passed.
+ * Rank 0 prints `N passed, M failed`.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "baton.h"
+
+static int passed, failed;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One call on rank 0: its code, that the message names rank 1, and whether
+ * the answer came before the timeout (EREMOTE) or after it (ETIMEDOUT). */
+static void expect(const char *what, int rc, double took, int want, baton_comm_t *comm,
+                   double timeout) {
+  const char *msg = baton_comm_last_error(comm);
+  int ok = rc == want && strstr(msg, "rank 1") != NULL &&
+           (want == BATON_EREMOTE ? took < timeout : took >= timeout);
+  printf("%s %s: %s in %.2f s (want %s): %s\n", ok ? "ok  " : "FAIL", what, baton_err_name(rc),
+         took, baton_err_name(want), msg);
+  ok ? passed++ : failed++;
+}
+
+int main(int argc, char **argv) {
+  int stall = argc > 1 && strcmp(argv[1], "stall") == 0;
+  double timeout = getenv("BATON_TIMEOUT") ? atof(getenv("BATON_TIMEOUT")) : 60;
+  baton_comm_t *comm;
+  if (baton_comm_init(&comm) != BATON_OK || baton_comm_size(comm) != 2) {
+    fprintf(stderr, "test_fault needs 2 ranks: %s\n", baton_last_init_error());
+    return 1;
+  }
+  if (baton_comm_rank(comm) == 1) {
+    if (stall)
+      sleep((unsigned)(3 * timeout + 2));
+    _exit(0); /* vanish without a word */
+  }
+  size_t big = 1 << 22;
+  float *buf = calloc(big, sizeof(float));
+  int want = stall ? BATON_ETIMEDOUT : BATON_EREMOTE;
+  if (!stall)
+    usleep(200 * 1000); /* let rank 1 go */
+  double t0 = now();
+  int rc = baton_barrier(comm);
+  expect("barrier", rc, now() - t0, want, comm, timeout);
+  t0 = now();
+  rc = baton_allreduce(buf, buf, 2, BATON_FLOAT32, BATON_SUM, comm);
+  expect("allreduce 8 B (flat)", rc, now() - t0, want, comm, timeout);
+  t0 = now();
+  rc = baton_allreduce(buf, buf, big, BATON_FLOAT32, BATON_SUM, comm);
+  expect("allreduce 16 MiB (ring)", rc, now() - t0, want, comm, timeout);
+  free(buf);
+  printf("%d passed, %d failed\n", passed, failed);
+  fflush(stdout);
+  _exit(failed ? 1 : 0); /* the communicator is broken; do not wait in destroy */
+}
