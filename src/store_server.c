@@ -1,0 +1,413 @@
+/*
+ * store_server.c - the rendezvous store's server, which rank 0 runs for the
+ * life of a communicator. The wire format is in store.h.
+ *
+ * The server is one thread around poll(). A client has one request in flight
+ * at a time: while its reply is being written, or while its GET is parked on
+ * a key that nobody has set yet, the server reads nothing more from it. A SET
+ * answers every GET parked on its key. A client that sends anything
+ * malformed is dropped with a WARN, and the other clients never notice.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "store.h"
+
+#define STORE_MAX_CONNS 8192
+#define STORE_BUCKETS 4096 /* fixed: the store holds a few keys per rank */
+
+/* ------------------------------------------------------------- the table */
+
+typedef struct entry {
+  struct entry *next;
+  uint32_t klen, vlen;
+  uint8_t data[]; /* key, then value */
+} entry_t;
+
+typedef struct {
+  int fd;
+  int dead;
+  int parked; /* its GET waits for the key in body */
+  char peer[64];
+  uint8_t hdr[STORE_HDR];
+  size_t hdr_got;
+  baton__store_hdr_t h;
+  uint8_t *body; /* key, then value, of the request being read */
+  size_t body_got;
+  uint8_t *out; /* the reply being written */
+  size_t out_len, out_sent;
+} conn_t;
+
+struct baton__store_server {
+  pthread_t thread;
+  int lfd, wakefd;
+  char addr[300];
+  conn_t *conns;
+  size_t nconns, capconns;
+  struct pollfd *pfds; /* wakefd, lfd, then one per conn */
+  entry_t *table[STORE_BUCKETS];
+};
+
+static entry_t **kv_slot(baton__store_server_t *srv, const uint8_t *key,
+                         uint32_t klen) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (uint32_t i = 0; i < klen; i++)
+    h = (h ^ key[i]) * 16777619u;
+  entry_t **p = &srv->table[h % STORE_BUCKETS];
+  while (*p && ((*p)->klen != klen || memcmp((*p)->data, key, klen) != 0))
+    p = &(*p)->next;
+  return p; /* the matching entry's link, or the chain's NULL end */
+}
+
+static entry_t *kv_put(baton__store_server_t *srv, const uint8_t *key,
+                       uint32_t klen, const uint8_t *val, uint32_t vlen) {
+  entry_t *e = malloc(sizeof *e + klen + vlen);
+  if (!e)
+    return NULL;
+  e->klen = klen, e->vlen = vlen;
+  memcpy(e->data, key, klen);
+  memcpy(e->data + klen, val, vlen);
+  entry_t **p = kv_slot(srv, key, klen), *old = *p;
+  e->next = old ? old->next : NULL;
+  *p = e;
+  free(old);
+  return e;
+}
+
+/* ------------------------------------------------------------ the server */
+
+static void conn_drop(baton__store_server_t *srv, conn_t *c, int warn,
+                      const char *why) {
+  if (warn)
+    BATON_WARN(BOOT, "store %s: dropping client %s: %s", srv->addr, c->peer, why);
+  else
+    BATON_TRACE(BOOT, "store %s: client %s left: %s", srv->addr, c->peer, why);
+  close(c->fd);
+  free(c->body);
+  free(c->out);
+  c->body = c->out = NULL;
+  c->dead = 1;
+}
+
+static void conn_write(baton__store_server_t *srv, conn_t *c) {
+  while (c->out_sent < c->out_len) {
+    ssize_t r = send(c->fd, c->out + c->out_sent, c->out_len - c->out_sent,
+                     MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return; /* poll() says when to go on */
+    if (r < 0) {
+      conn_drop(srv, c, 0, strerror(errno));
+      return;
+    }
+    c->out_sent += (size_t)r;
+  }
+  free(c->out);
+  c->out = NULL;
+}
+
+static void conn_reply(baton__store_server_t *srv, conn_t *c, unsigned op,
+                       const uint8_t *val, uint32_t vlen) {
+  c->out = malloc(STORE_HDR + (size_t)vlen);
+  if (!c->out) {
+    conn_drop(srv, c, 1, "out of memory for the reply");
+    return;
+  }
+  baton__store_hdr_pack(c->out, op, 0, vlen);
+  if (vlen)
+    memcpy(c->out + STORE_HDR, val, vlen);
+  c->out_len = STORE_HDR + (size_t)vlen;
+  c->out_sent = 0;
+  conn_write(srv, c);
+}
+
+/* Answers every GET parked on e's key. */
+static void wake_parked(baton__store_server_t *srv, const entry_t *e) {
+  for (size_t i = 0; i < srv->nconns; i++) {
+    conn_t *c = &srv->conns[i];
+    if (c->dead || !c->parked || c->h.klen != e->klen ||
+        memcmp(c->body, e->data, e->klen) != 0)
+      continue;
+    c->parked = 0;
+    free(c->body);
+    c->body = NULL;
+    conn_reply(srv, c, OP_GET_VAL, e->data + e->klen, e->vlen);
+  }
+}
+
+static void handle_request(baton__store_server_t *srv, conn_t *c) {
+  const uint8_t *key = c->body;
+  entry_t *e;
+
+  c->hdr_got = c->body_got = 0;
+  if (c->h.op == OP_GET) {
+    e = *kv_slot(srv, key, c->h.klen);
+    c->parked = (e == NULL); /* keeps body: wake_parked() needs the key */
+    if (e)
+      conn_reply(srv, c, OP_GET_VAL, e->data + e->klen, e->vlen);
+  } else if ((e = kv_put(srv, key, c->h.klen, key + c->h.klen, c->h.vlen))) {
+    conn_reply(srv, c, OP_SET_OK, NULL, 0);
+    wake_parked(srv, e);
+  } else {
+    conn_drop(srv, c, 1, "out of memory for the value");
+  }
+  if (!c->parked) {
+    free(c->body);
+    c->body = NULL;
+  }
+}
+
+/* A client may send only well-formed SET and GET headers. */
+static int request_hdr_check(conn_t *c, char *why, size_t whylen) {
+  if (baton__store_hdr_parse(c->hdr, &c->h, why, whylen) != 0)
+    return -1;
+  if (c->h.op == OP_SET || c->h.op == OP_GET)
+    return 0;
+  snprintf(why, whylen, "a client may not send %s", baton__store_ops[c->h.op].name);
+  return -1;
+}
+
+/* Reads one request, resuming wherever the last call stopped. */
+static void conn_read(baton__store_server_t *srv, conn_t *c) {
+  char why[128];
+  for (;;) {
+    int in_hdr = c->hdr_got < STORE_HDR;
+    size_t total = in_hdr ? STORE_HDR : (size_t)c->h.klen + c->h.vlen;
+    size_t got = in_hdr ? c->hdr_got : c->body_got;
+    ssize_t r = recv(c->fd, in_hdr ? c->hdr + got : c->body + got,
+                     total - got, 0);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return;
+    if (r <= 0) {
+      snprintf(why, sizeof why, "%s after %zu of %zu bytes of a %s",
+               r < 0 ? strerror(errno) : "connection closed", got, total,
+               in_hdr ? "header" : "body");
+      conn_drop(srv, c, !(r == 0 && in_hdr && got == 0), why);
+      return;
+    }
+    if (!in_hdr) {
+      c->body_got += (size_t)r;
+    } else if ((c->hdr_got += (size_t)r) == STORE_HDR) {
+      if (request_hdr_check(c, why, sizeof why) != 0) {
+        conn_drop(srv, c, 1, why);
+        return;
+      }
+      if (!(c->body = malloc((size_t)c->h.klen + c->h.vlen))) {
+        conn_drop(srv, c, 1, "out of memory for the request");
+        return;
+      }
+    }
+    if (!in_hdr && c->body_got == total) {
+      handle_request(srv, c);
+      return;
+    }
+  }
+}
+
+static int conns_grow(baton__store_server_t *srv) {
+  if (srv->nconns < srv->capconns)
+    return 0;
+  size_t cap = srv->capconns ? 2 * srv->capconns : 16;
+  if (cap > STORE_MAX_CONNS)
+    return -1;
+  struct pollfd *pfds = realloc(srv->pfds, (cap + 2) * sizeof *pfds);
+  if (!pfds)
+    return -1;
+  srv->pfds = pfds;
+  conn_t *conns = realloc(srv->conns, cap * sizeof *conns);
+  if (!conns)
+    return -1;
+  srv->conns = conns;
+  srv->capconns = cap;
+  return 0;
+}
+
+static void accept_all(baton__store_server_t *srv) {
+  for (;;) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
+    int fd = accept4(srv->lfd, (struct sockaddr *)&ss, &sl,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+      continue;
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        BATON_WARN(BOOT, "store %s: accept: %s", srv->addr, strerror(errno));
+      return;
+    }
+    if (conns_grow(srv) != 0) {
+      BATON_WARN(BOOT, "store %s: refusing a client: too many clients or out of memory", srv->addr);
+      close(fd);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv,
+                sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
+    conn_t *c = &srv->conns[srv->nconns++];
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    baton__store_format_addr(c->peer, sizeof c->peer, host, atoi(serv));
+  }
+}
+
+static short conn_events(const conn_t *c) {
+  if (c->parked)
+    return POLLRDHUP; /* only to notice a client that gives up */
+  return c->out ? POLLOUT : POLLIN;
+}
+
+static void conn_service(baton__store_server_t *srv, conn_t *c, short rev) {
+  if (c->dead)
+    return;
+  if (c->parked && (rev & (POLLRDHUP | POLLHUP | POLLERR)))
+    conn_drop(srv, c, 0, "hung up while waiting for a key");
+  else if (!c->parked && c->out)
+    conn_write(srv, c);
+  else if (!c->parked)
+    conn_read(srv, c);
+}
+
+static void *serve_loop(void *arg) {
+  baton__store_server_t *srv = arg;
+  for (;;) {
+    srv->pfds[0] = (struct pollfd){.fd = srv->wakefd, .events = POLLIN};
+    srv->pfds[1] = (struct pollfd){.fd = srv->lfd, .events = POLLIN};
+    for (size_t i = 0; i < srv->nconns; i++)
+      srv->pfds[2 + i] = (struct pollfd){.fd = srv->conns[i].fd,
+                                         .events = conn_events(&srv->conns[i])};
+    if (poll(srv->pfds, 2 + srv->nconns, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      BATON_WARN(BOOT, "store %s: poll: %s; the store stops serving", srv->addr, strerror(errno));
+      return NULL;
+    }
+    if (srv->pfds[0].revents)
+      return NULL;
+    for (size_t i = 0; i < srv->nconns; i++)
+      if (srv->pfds[2 + i].revents)
+        conn_service(srv, &srv->conns[i], srv->pfds[2 + i].revents);
+    for (size_t i = 0; i < srv->nconns;) /* forget the dropped ones */
+      if (srv->conns[i].dead)
+        srv->conns[i] = srv->conns[--srv->nconns];
+      else
+        i++;
+    if (srv->pfds[1].revents)
+      accept_all(srv);
+  }
+}
+
+static int listen_on(baton__store_server_t *srv, const char *host, int port,
+                     char *err, size_t errlen) {
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo *res, *ai;
+  char portstr[16];
+  int one = 1, saved = 0;
+
+  snprintf(portstr, sizeof portstr, "%d", port);
+  int rc = getaddrinfo(*host ? host : NULL, portstr, &hints, &res);
+  if (rc != 0) {
+    snprintf(err, errlen, "store: cannot resolve the listen address %s: %s", srv->addr, gai_strerror(rc));
+    return BATON_EUSAGE;
+  }
+  for (ai = res; ai; ai = ai->ai_next) {
+    srv->lfd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (srv->lfd >= 0 &&
+        setsockopt(srv->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+        bind(srv->lfd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(srv->lfd, 1024) == 0)
+      break;
+    saved = errno;
+    if (srv->lfd >= 0)
+      close(srv->lfd);
+    srv->lfd = -1;
+  }
+  freeaddrinfo(res);
+  if (srv->lfd < 0) {
+    snprintf(err, errlen, "store: cannot listen on %s: %s", srv->addr, strerror(saved));
+    return BATON_ESYS;
+  }
+  return BATON_OK;
+}
+
+static void server_free(baton__store_server_t *srv) {
+  for (size_t i = 0; i < srv->nconns; i++)
+    if (!srv->conns[i].dead)
+      conn_drop(srv, &srv->conns[i], 0, "the store stops");
+  for (size_t b = 0; b < STORE_BUCKETS; b++)
+    for (entry_t *e = srv->table[b], *next; e; e = next)
+      next = e->next, free(e);
+  free(srv->conns);
+  free(srv->pfds);
+  free(srv);
+}
+
+int baton__store_serve(const char *host, int port,
+                       baton__store_server_t **out, char *err, size_t errlen) {
+  baton__store_server_t *srv;
+  int rc;
+
+  *out = NULL;
+  if (!host || port < 0 || port > 65535) {
+    snprintf(err, errlen, "store: bad listen address (port %d)", port);
+    return BATON_EINVAL;
+  }
+  if (!(srv = calloc(1, sizeof *srv)) || !(srv->pfds = malloc(2 * sizeof *srv->pfds))) {
+    rc = BATON_ENOMEM;
+    snprintf(err, errlen, "store: out of memory");
+    goto fail_alloc;
+  }
+  baton__store_format_addr(srv->addr, sizeof srv->addr, *host ? host : "*", port);
+  if ((srv->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+    rc = BATON_ESYS;
+    snprintf(err, errlen, "store %s: eventfd: %s", srv->addr, strerror(errno));
+    goto fail_alloc;
+  }
+  if ((rc = listen_on(srv, host, port, err, errlen)) != BATON_OK)
+    goto fail_listen;
+  if ((rc = pthread_create(&srv->thread, NULL, serve_loop, srv)) != 0) {
+    snprintf(err, errlen, "store %s: pthread_create: %s", srv->addr, strerror(rc));
+    rc = BATON_ESYS;
+    goto fail_thread;
+  }
+  BATON_INFO(BOOT, "store: serving on %s", srv->addr);
+  *out = srv;
+  return BATON_OK;
+
+fail_thread:
+  close(srv->lfd);
+fail_listen:
+  close(srv->wakefd);
+fail_alloc:
+  if (srv)
+    server_free(srv);
+  return rc;
+}
+
+void baton__store_stop(baton__store_server_t *srv) {
+  uint64_t one = 1;
+
+  if (!srv)
+    return;
+  if (write(srv->wakefd, &one, sizeof one) != sizeof one)
+    BATON_WARN(BOOT, "store %s: cannot wake the server thread: %s", srv->addr, strerror(errno));
+  pthread_join(srv->thread, NULL);
+  close(srv->lfd);
+  close(srv->wakefd);
+  server_free(srv);
+}
