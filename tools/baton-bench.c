@@ -7,111 +7,32 @@
  *
  * bench/peers/mpi_bench.c prints the same columns for MPI, with the same
  * flags and the same timing, and bench/compare-shm.sh puts the two side by
- * side; keep the two files in step.
- *
- * Timing, per size and per group (out-of-place, then in-place): a barrier,
- * `warmup` untimed calls, a barrier, then `iters` calls between two clock
- * reads. Each rank's average per call is reduced with MAX over the ranks,
- * and that is the time printed, as in nccl-tests. The buffers for the
- * largest size are allocated once and every page is touched before anything
- * is timed: a first-touch page fault costs more than a small collective.
- *
- * Sizes are those of nccl-tests: the bytes of the whole buffer, so for
- * reduce_scatter and allgather it is nranks * (per-rank count) * elsize,
- * rounded down to a multiple of nranks elements. algbw = size / time, in
- * GB/s of 1e9 bytes; busbw = algbw * 2(n-1)/n for allreduce and
- * * (n-1)/n for reduce_scatter and allgather: the rate each rank's link
- * would need, comparable across rank counts.
- *
- * --check refills the input and poisons the output before every timed call
- * and compares the output (and, out of place, the untouched input) with a
- * reference afterwards; both happen outside the timed region, but the times
- * then include the wait for the slowest rank's verification and are not
- * the figures to quote. The data are small integers, so any reduction
- * order gives bitwise the same result in every dtype, the average included.
+ * side. The benchmark itself, which the two share (flags, data and their
+ * check, timing, columns), is in tools/bench_common.h, with how it times;
+ * this file holds what is baton's: the calls, the version, --params.
  */
-#include <getopt.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "baton.h"
+#include "bench_common.h"
 
-/* ------------------------------------------------------------- tables */
-
-typedef enum {
-  COLL_ALLREDUCE,
-  COLL_REDUCE_SCATTER,
-  COLL_ALLGATHER,
-  COLL_COUNT
-} coll_t;
-
-static const char *const coll_names[COLL_COUNT] = {
-    "allreduce", "reduce_scatter", "allgather"};
-
-typedef enum { KIND_SINT, KIND_UINT, KIND_FLOAT } kind_t;
-
-/* Indexed by baton_dtype_t; the names are those of baton_dtype_name(). */
-typedef struct {
-  const char *name;
-  size_t size;
-  kind_t kind;
-} dtype_info_t;
-
-static const dtype_info_t dtypes[] = {
-    [BATON_INT8] = {"int8", 1, KIND_SINT},
-    [BATON_UINT8] = {"uint8", 1, KIND_UINT},
-    [BATON_INT32] = {"int32", 4, KIND_SINT},
-    [BATON_UINT32] = {"uint32", 4, KIND_UINT},
-    [BATON_INT64] = {"int64", 8, KIND_SINT},
-    [BATON_UINT64] = {"uint64", 8, KIND_UINT},
-    [BATON_FLOAT16] = {"float16", 2, KIND_FLOAT},
-    [BATON_BFLOAT16] = {"bfloat16", 2, KIND_FLOAT},
-    [BATON_FLOAT32] = {"float32", 4, KIND_FLOAT},
-    [BATON_FLOAT64] = {"float64", 8, KIND_FLOAT},
-};
-_Static_assert(sizeof dtypes / sizeof dtypes[0] == BATON_DTYPE_COUNT,
+/* bench_common.h's dtypes and ops, as baton names them. */
+static const baton_dtype_t baton_dtypes[DT_COUNT] = {
+    [DT_INT8] = BATON_INT8,       [DT_UINT8] = BATON_UINT8,
+    [DT_INT32] = BATON_INT32,     [DT_UINT32] = BATON_UINT32,
+    [DT_INT64] = BATON_INT64,     [DT_UINT64] = BATON_UINT64,
+    [DT_FLOAT16] = BATON_FLOAT16, [DT_BFLOAT16] = BATON_BFLOAT16,
+    [DT_FLOAT32] = BATON_FLOAT32, [DT_FLOAT64] = BATON_FLOAT64};
+_Static_assert((int)DT_COUNT == (int)BATON_DTYPE_COUNT,
                "one row per baton_dtype_t");
 
-static const char *const op_names[] = {
-    [BATON_SUM] = "sum", [BATON_PROD] = "prod", [BATON_MIN] = "min",
-    [BATON_MAX] = "max", [BATON_AVG] = "avg"};
-_Static_assert(sizeof op_names / sizeof op_names[0] == BATON_OP_COUNT,
-               "one name per baton_op_t");
-
-/* ------------------------------------------------------------ options */
-
-typedef struct {
-  coll_t coll;
-  size_t min_bytes, max_bytes;
-  size_t factor; /* > 1: multiply; 0: add step */
-  size_t step;
-  int warmup, iters;
-  baton_dtype_t dtype;
-  baton_op_t op;
-  int inplace_only;
-  int check;
-  int params;
-} opts_t;
-
-static int g_rank = -1; /* -1 until the communicator exists */
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void die(const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "baton-bench [%d]: ", g_rank);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(2);
-}
+static const baton_op_t baton_ops[OP_COUNT] = {
+    [OP_SUM] = BATON_SUM, [OP_PROD] = BATON_PROD, [OP_MIN] = BATON_MIN,
+    [OP_MAX] = BATON_MAX, [OP_AVG] = BATON_AVG};
+_Static_assert((int)OP_COUNT == (int)BATON_OP_COUNT, "one row per baton_op_t");
 
 /* Under baton-run every rank parses the arguments; only one should print
  * the help or the knob table. */
@@ -127,22 +48,12 @@ static void usage(FILE *f)
           "usage: baton-run -n N baton-bench [options]\n"
           "  -c, --collective NAME   allreduce (default), reduce_scatter, "
           "allgather\n"
-          "  -b, --minbytes SIZE     smallest size, bytes with K/M/G "
-          "suffixes (default 8)\n"
-          "  -e, --maxbytes SIZE     largest size (default 128M)\n"
-          "  -f, --stepfactor F      multiply the size by F (default 2)\n"
-          "  -i, --stepbytes STEP    add STEP bytes instead\n"
-          "  -w, --warmup_iters W    untimed calls per size and group "
-          "(default 5)\n"
-          "  -n, --iters N           timed calls per size and group "
-          "(default 20)\n"
+          BENCH_USAGE_SIZES
           "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
           "float16 bfloat16\n"
           "                          float32 (default) float64\n"
           "  -o, --op OP             sum (default) prod min max avg\n"
-          "  -z, --inplace           in-place group only\n"
-          "      --check             verify every timed call; count "
-          "mismatches in #wrong\n"
+          BENCH_USAGE_CHECK
           "      --params            print the table of BATON_* knobs and "
           "exit\n"
           "  -h, --help              this text\n"
@@ -152,432 +63,30 @@ static void usage(FILE *f)
           "(n-1)/n.\n");
 }
 
-/* "128M" -> 134217728. K, M and G are powers of 1024; a trailing "B" or
- * "iB" is accepted. */
-static int parse_size(const char *s, size_t *out)
-{
-  char *end;
-  unsigned long long v = strtoull(s, &end, 10);
-  unsigned long long mult = 1;
-  if (end == s || *s == '-')
-    return -1;
-  switch (*end) {
-  case 'k': case 'K': mult = 1ull << 10; end++; break;
-  case 'm': case 'M': mult = 1ull << 20; end++; break;
-  case 'g': case 'G': mult = 1ull << 30; end++; break;
-  default: break;
-  }
-  if (mult > 1 && *end == 'i')
-    end++;
-  if (*end == 'B' || *end == 'b')
-    end++;
-  if (*end != '\0' || (v != 0 && v * mult / v != mult))
-    return -1;
-  *out = (size_t)(v * mult);
-  return 0;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end != '\0' || v < lo || v > hi)
-    return -1;
-  *out = (int)v;
-  return 0;
-}
-
-static int lookup(const char *s, const char *const *names, int n)
-{
-  for (int i = 0; i < n; i++)
-    if (strcmp(s, names[i]) == 0)
-      return i;
-  return -1;
-}
-
-static void parse_args(int argc, char **argv, opts_t *o)
-{
-  static const struct option longopts[] = {
-      {"collective", required_argument, NULL, 'c'},
-      {"minbytes", required_argument, NULL, 'b'},
-      {"maxbytes", required_argument, NULL, 'e'},
-      {"stepfactor", required_argument, NULL, 'f'},
-      {"stepbytes", required_argument, NULL, 'i'},
-      {"warmup_iters", required_argument, NULL, 'w'},
-      {"iters", required_argument, NULL, 'n'},
-      {"datatype", required_argument, NULL, 'd'},
-      {"op", required_argument, NULL, 'o'},
-      {"inplace", no_argument, NULL, 'z'},
-      {"check", no_argument, NULL, 'C'},
-      {"params", no_argument, NULL, 'P'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  const char *dtype_names[BATON_DTYPE_COUNT];
-  int c, v, factor;
-
-  for (int i = 0; i < BATON_DTYPE_COUNT; i++)
-    dtype_names[i] = dtypes[i].name;
-  *o = (opts_t){COLL_ALLREDUCE, 8, 128u << 20, 2, 0, 5, 20, BATON_FLOAT32,
-                BATON_SUM, 0, 0, 0};
-  while ((c = getopt_long(argc, argv, "c:b:e:f:i:w:n:d:o:zh", longopts,
-                          NULL)) != -1) {
-    switch (c) {
-    case 'c':
-      if ((v = lookup(optarg, coll_names, COLL_COUNT)) < 0)
-        die("-c %s: expected allreduce, reduce_scatter or allgather",
-            optarg);
-      o->coll = (coll_t)v;
-      break;
-    case 'b':
-      if (parse_size(optarg, &o->min_bytes) != 0)
-        die("-b %s: expected a size such as 8, 64K, 128M", optarg);
-      break;
-    case 'e':
-      if (parse_size(optarg, &o->max_bytes) != 0)
-        die("-e %s: expected a size such as 8, 64K, 128M", optarg);
-      break;
-    case 'f':
-      if (parse_int(optarg, 2, 1 << 20, &factor) != 0)
-        die("-f %s: expected an integer factor >= 2", optarg);
-      o->factor = (size_t)factor;
-      break;
-    case 'i':
-      if (parse_size(optarg, &o->step) != 0 || o->step == 0)
-        die("-i %s: expected a step of at least 1 byte", optarg);
-      o->factor = 0;
-      break;
-    case 'w':
-      if (parse_int(optarg, 0, 1 << 30, &o->warmup) != 0)
-        die("-w %s: expected an integer >= 0", optarg);
-      break;
-    case 'n':
-      if (parse_int(optarg, 1, 1 << 30, &o->iters) != 0)
-        die("-n %s: expected an integer >= 1", optarg);
-      break;
-    case 'd':
-      if ((v = lookup(optarg, dtype_names, BATON_DTYPE_COUNT)) < 0)
-        die("-d %s: expected int8, uint8, int32, uint32, int64, uint64, "
-            "float16, bfloat16, float32 or float64", optarg);
-      o->dtype = (baton_dtype_t)v;
-      break;
-    case 'o':
-      if ((v = lookup(optarg, op_names, BATON_OP_COUNT)) < 0)
-        die("-o %s: expected sum, prod, min, max or avg", optarg);
-      o->op = (baton_op_t)v;
-      break;
-    case 'z': o->inplace_only = 1; break;
-    case 'C': o->check = 1; break;
-    case 'P': o->params = 1; break;
-    case 'h':
-      if (is_first_rank())
-        usage(stdout);
-      exit(0);
-    default:
-      if (is_first_rank())
-        usage(stderr);
-      exit(2);
-    }
-  }
-  if (optind < argc)
-    die("unexpected argument '%s'", argv[optind]);
-  if (o->min_bytes > o->max_bytes)
-    die("-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
-}
-
-/* --------------------------------------------------------------- data */
-
-/* binary16 and bfloat16 with round-to-nearest-even, kept here rather than
- * borrowed from the library so that the check is independent of it. */
-static uint16_t float_to_half(float f)
-{
-  uint32_t x, abs, sign, h, rem;
-  memcpy(&x, &f, sizeof x);
-  sign = (x >> 16) & 0x8000;
-  abs = x & 0x7fffffff;
-  if (abs > 0x7f800000)
-    return (uint16_t)(sign | 0x7e00); /* NaN */
-  if (abs >= 0x477ff000)
-    return (uint16_t)(sign | 0x7c00); /* rounds to infinity */
-  if (abs < 0x38800000) {             /* subnormal: units of 2^-24 */
-    float a;
-    memcpy(&a, &abs, sizeof a);
-    return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
-  }
-  h = ((abs >> 23) - 112) << 10 | (abs & 0x7fffff) >> 13;
-  rem = abs & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
-    h++;
-  return (uint16_t)(sign | h);
-}
-
-static float half_to_float(uint16_t h)
-{
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f;
-  uint32_t m = h & 0x3ff, x;
-  float f;
-  if (e == 0) {
-    f = ldexpf((float)m, -24);
-    return sign ? -f : f;
-  }
-  x = sign | (e == 31 ? 0x7f800000 : (e + 112) << 23) | m << 13;
-  memcpy(&f, &x, sizeof f);
-  return f;
-}
-
-static uint16_t float_to_bf16(float f)
-{
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  if ((x & 0x7fffffff) > 0x7f800000)
-    return (uint16_t)(x >> 16 | 0x40);
-  x += 0x7fff + ((x >> 16) & 1);
-  return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_float(uint16_t h)
-{
-  uint32_t x = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &x, sizeof f);
-  return f;
-}
-
-/* The value rank r contributes to element i of a reduction over n ranks.
- * Small integers, so every dtype holds them and every partial result
- * (bfloat16 up to about 40 ranks), whatever the order of the reduction.
- * For the additive ops the two rank-dependent terms cancel, so the sum is
- * n * base and the average is exact too. */
-static int64_t reduce_input(baton_op_t op, kind_t kind, int r, int n,
-                            size_t i)
-{
-  int first = (int)(i % (size_t)n), second = (int)((i + 1) % (size_t)n);
-  int64_t base, k;
-
-  if (op == BATON_PROD) {
-    if (r == first)
-      return (kind != KIND_UINT && (i / (size_t)n) % 2) ? -2 : 2;
-    return r == second ? 3 : 1;
-  }
-  base = kind == KIND_UINT ? (int64_t)(i % 7) + 3 : (int64_t)(i % 7) - 3;
-  k = 1 + (int64_t)((i / (size_t)n) % 3);
-  if (r == first)
-    return base + k;
-  if (r == second)
-    return base - k;
-  return base;
-}
-
-/* v as the dtype would hold it: integers wrap. */
-static int64_t wrap(baton_dtype_t dt, int64_t v)
-{
-  switch (dt) {
-  case BATON_INT8: return (int8_t)v;
-  case BATON_UINT8: return (uint8_t)v;
-  case BATON_INT32: return (int32_t)v;
-  case BATON_UINT32: return (uint32_t)v;
-  default: return v;
-  }
-}
-
-static int64_t reduce_expect(baton_op_t op, baton_dtype_t dt, int n,
-                             size_t i)
-{
-  kind_t kind = dtypes[dt].kind;
-  int64_t acc = reduce_input(op, kind, 0, n, i);
-
-  for (int r = 1; r < n; r++) {
-    int64_t v = reduce_input(op, kind, r, n, i);
-    switch (op) {
-    case BATON_PROD: acc *= v; break;
-    case BATON_MIN: acc = v < acc ? v : acc; break;
-    case BATON_MAX: acc = v > acc ? v : acc; break;
-    default: acc += v; break;
-    }
-  }
-  if (op == BATON_AVG)
-    acc = wrap(dt, acc) / n; /* floats: exact, see reduce_input() */
-  return acc;
-}
-
-/* What rank q contributes at element idx of an allgather. */
-static int64_t gather_input(kind_t kind, int q, size_t idx)
-{
-  int64_t v = (int64_t)((idx * 3 + (size_t)q * 5) % 97);
-  return kind == KIND_UINT ? v : v - 48;
-}
-
-static void put_elem(void *buf, size_t i, baton_dtype_t dt, int64_t v)
-{
-  switch (dt) {
-  case BATON_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-  case BATON_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-  case BATON_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-  case BATON_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-  case BATON_INT64: ((int64_t *)buf)[i] = v; break;
-  case BATON_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-  case BATON_FLOAT16: ((uint16_t *)buf)[i] = float_to_half((float)v); break;
-  case BATON_BFLOAT16: ((uint16_t *)buf)[i] = float_to_bf16((float)v); break;
-  case BATON_FLOAT32: ((float *)buf)[i] = (float)v; break;
-  case BATON_FLOAT64: ((double *)buf)[i] = (double)v; break;
-  default: break;
-  }
-}
-
-static double get_elem(const void *buf, size_t i, baton_dtype_t dt)
-{
-  switch (dt) {
-  case BATON_INT8: return ((const int8_t *)buf)[i];
-  case BATON_UINT8: return ((const uint8_t *)buf)[i];
-  case BATON_INT32: return ((const int32_t *)buf)[i];
-  case BATON_UINT32: return ((const uint32_t *)buf)[i];
-  case BATON_INT64: return (double)((const int64_t *)buf)[i];
-  case BATON_UINT64: return (double)((const uint64_t *)buf)[i];
-  case BATON_FLOAT16: return half_to_float(((const uint16_t *)buf)[i]);
-  case BATON_BFLOAT16: return bf16_to_float(((const uint16_t *)buf)[i]);
-  case BATON_FLOAT32: return ((const float *)buf)[i];
-  case BATON_FLOAT64: return ((const double *)buf)[i];
-  default: return 0;
-  }
-}
-
-/* ---------------------------------------------------------- the bench */
-
-typedef struct {
-  opts_t o;
-  baton_comm_t *comm;
-  int rank, nranks;
-  size_t elsize;
-  char *sendbuf, *recvbuf; /* max_bytes each, touched before timing */
-  char *pattern, *expect;  /* --check only: this size's input and output */
-  long long reported;       /* mismatches printed so far */
-  /* this size */
-  size_t total; /* elements of the whole buffer */
-  size_t part;  /* per-rank elements for reduce_scatter and allgather,
-                   total otherwise */
-} bench_t;
-
-/* Where one group's input and output live; in place they overlap as
- * baton.h says. */
-typedef struct {
-  char *send;
-  size_t send_count;
-  char *recv;
-  size_t recv_count;
-} layout_t;
-
-static layout_t layout(const bench_t *b, int inplace)
-{
-  size_t me = (size_t)b->rank * b->part * b->elsize;
-  layout_t L = {b->sendbuf, b->total, b->recvbuf, b->total};
-
-  switch (b->o.coll) {
-  case COLL_ALLREDUCE:
-    if (inplace)
-      L.send = b->recvbuf;
-    break;
-  case COLL_REDUCE_SCATTER:
-    L.recv_count = b->part;
-    if (inplace) {
-      L.send = b->recvbuf;
-      L.recv = b->recvbuf + me;
-    }
-    break;
-  case COLL_ALLGATHER:
-    L.send_count = b->part;
-    if (inplace)
-      L.send = b->recvbuf + me;
-    break;
-  default: break;
-  }
-  return L;
-}
-
-/* Writes this rank's input for this size into dst (layout send_count). */
-static void fill_input(const bench_t *b, char *dst)
-{
-  baton_dtype_t dt = b->o.dtype;
-  kind_t kind = dtypes[dt].kind;
-  size_t i, base = (size_t)b->rank * b->part;
-
-  if (b->o.coll == COLL_ALLGATHER) {
-    for (i = 0; i < b->part; i++)
-      put_elem(dst, i, dt, gather_input(kind, b->rank, base + i));
-    return;
-  }
-  for (i = 0; i < b->total; i++)
-    put_elem(dst, i, dt, reduce_input(b->o.op, kind, b->rank, b->nranks, i));
-}
-
-/* Writes what this rank should receive for this size (layout recv_count). */
-static void fill_expect(const bench_t *b, char *dst)
-{
-  baton_dtype_t dt = b->o.dtype;
-  kind_t kind = dtypes[dt].kind;
-  size_t i, base = (size_t)b->rank * b->part;
-
-  switch (b->o.coll) {
-  case COLL_ALLREDUCE:
-    for (i = 0; i < b->total; i++)
-      put_elem(dst, i, dt, reduce_expect(b->o.op, dt, b->nranks, i));
-    break;
-  case COLL_REDUCE_SCATTER:
-    for (i = 0; i < b->part; i++)
-      put_elem(dst, i, dt, reduce_expect(b->o.op, dt, b->nranks, base + i));
-    break;
-  case COLL_ALLGATHER:
-    for (i = 0; i < b->total; i++)
-      put_elem(dst, i, dt, gather_input(kind, (int)(i / b->part), i));
-    break;
-  default: break;
-  }
-}
-
-/* Elements of got that differ from want; prints the first few of the
- * run. */
-static long long count_wrong(bench_t *b, const char *what,
-                             const char *got, const char *want, size_t n)
-{
-  long long wrong = 0;
-  size_t es = b->elsize;
-
-  if (memcmp(got, want, n * es) == 0)
-    return 0;
-  for (size_t i = 0; i < n; i++) {
-    if (memcmp(got + i * es, want + i * es, es) == 0)
-      continue;
-    wrong++;
-    if (b->reported++ < 5)
-      fprintf(stderr,
-              "baton-bench [%d]: %s %s count %zu: element %zu is %g, "
-              "expected %g\n",
-              b->rank, coll_names[b->o.coll], what, b->total, i,
-              get_elem(got, i, b->o.dtype), get_elem(want, i, b->o.dtype));
-  }
-  return wrong;
-}
-
 static void check_rc(const bench_t *b, int rc, const char *what)
 {
   if (rc != BATON_OK)
-    die("%s failed: %s (%s): %s", what, baton_err_name(rc),
-        baton_strerror(rc), baton_comm_last_error(b->comm));
+    bench_die("%s failed: %s (%s): %s", what, baton_err_name(rc),
+              baton_strerror(rc), baton_comm_last_error(b->comm));
 }
 
-static void run_coll(const bench_t *b, const layout_t *L)
+/* In place, baton finds the overlap of the buffers by itself. */
+static void run_coll(const bench_t *b, const layout_t *L, int inplace)
 {
+  baton_dtype_t dt = baton_dtypes[b->o.dtype];
+  baton_op_t op = baton_ops[b->o.op];
   int rc = BATON_OK;
 
+  (void)inplace;
   switch (b->o.coll) {
   case COLL_ALLREDUCE:
-    rc = baton_allreduce(L->send, L->recv, b->part, b->o.dtype, b->o.op,
-                         b->comm);
+    rc = baton_allreduce(L->send, L->recv, b->part, dt, op, b->comm);
     break;
   case COLL_REDUCE_SCATTER:
-    rc = baton_reduce_scatter(L->send, L->recv, b->part, b->o.dtype,
-                              b->o.op, b->comm);
+    rc = baton_reduce_scatter(L->send, L->recv, b->part, dt, op, b->comm);
     break;
   case COLL_ALLGATHER:
-    rc = baton_allgather(L->send, L->recv, b->part, b->o.dtype, b->comm);
+    rc = baton_allgather(L->send, L->recv, b->part, dt, b->comm);
     break;
   default: break;
   }
@@ -613,245 +122,62 @@ static long long sum_over_ranks(const bench_t *b, long long n)
   return (long long)sum;
 }
 
-/* One group at this size: the MAX over ranks of the per-call average, in
- * seconds; *wrong gets the mismatches summed over ranks and calls. */
-static double time_group(bench_t *b, int inplace, long long *wrong)
-{
-  layout_t L = layout(b, inplace);
-  size_t es = b->elsize;
-  double t, sum = 0;
-  long long mine = 0;
+static const struct option baton_longopts[] = {
+    {"params", no_argument, NULL, 'P'}, {NULL, 0, NULL, 0}};
 
-  fill_input(b, L.send);
-  barrier(b);
-  for (int w = 0; w < b->o.warmup; w++)
-    run_coll(b, &L);
-  barrier(b);
-  if (!b->o.check) {
-    t = now();
-    for (int it = 0; it < b->o.iters; it++)
-      run_coll(b, &L);
-    sum = now() - t;
-  } else {
-    for (int it = 0; it < b->o.iters; it++) {
-      memset(L.recv, 0xa5, L.recv_count * es);
-      memcpy(L.send, b->pattern, L.send_count * es);
-      barrier(b);
-      t = now();
-      run_coll(b, &L);
-      sum += now() - t;
-      mine += count_wrong(b, "result", L.recv, b->expect, L.recv_count);
-      if (!inplace)
-        mine += count_wrong(b, "sendbuf", L.send, b->pattern, L.send_count);
-    }
-  }
-  *wrong = sum_over_ranks(b, mine);
-  return max_over_ranks(b, sum / b->o.iters);
-}
-
-static double bus_factor(coll_t coll, int n)
-{
-  return coll == COLL_ALLREDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
-}
-
-/* nccl-tests' widths: fewer decimals as the time grows. */
-static void format_time(char *buf, size_t cap, double us)
-{
-  snprintf(buf, cap, us >= 10000 ? "%8.0f" : us >= 100 ? "%8.1f" : "%8.2f",
-           us);
-}
-
-static const char *redop_name(const bench_t *b)
-{
-  return b->o.coll == COLL_ALLGATHER ? "none" : op_names[b->o.op];
-}
-
-static void print_header(const bench_t *b, int argc, char **argv)
-{
-  char host[256] = "?", cpu[256] = "?", line[512];
-  FILE *f;
-
-  gethostname(host, sizeof host - 1);
-  if ((f = fopen("/proc/cpuinfo", "r")) != NULL) {
-    while (fgets(line, sizeof line, f))
-      if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-        snprintf(cpu, sizeof cpu, "%s", strchr(line, ':') + 2);
-        cpu[strcspn(cpu, "\n")] = '\0';
-        break;
-      }
-    fclose(f);
-  }
-  printf("# command:");
-  for (int i = 0; i < argc; i++)
-    printf(" %s", argv[i]);
-  printf("\n# library: baton %d.%d.%d\n", BATON_VERSION_MAJOR,
-         BATON_VERSION_MINOR, BATON_VERSION_PATCH);
-  printf("# collective %s  nranks %d  dtype %s  op %s  sizes %zu..%zu %s%zu"
-         "  warmup %d  iters %d  check %d\n",
-         coll_names[b->o.coll], b->nranks, dtypes[b->o.dtype].name,
-         redop_name(b), b->o.min_bytes, b->o.max_bytes,
-         b->o.factor ? "x" : "+", b->o.factor ? b->o.factor : b->o.step,
-         b->o.warmup, b->o.iters, b->o.check);
-  printf("# host %s  nproc %ld  cpu %s\n#\n", host,
-         sysconf(_SC_NPROCESSORS_ONLN), cpu);
-  if (b->o.inplace_only) {
-    printf("#%43s%36s\n", "", "in-place");
-    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s\n", "size", "count",
-           "type", "redop", "time", "algbw", "busbw", "#wrong");
-    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s\n", "(B)",
-           "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
-  } else {
-    printf("#%43s%36s%36s\n", "", "out-of-place", "in-place");
-    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s  %6s\n",
-           "size", "count", "type", "redop", "time", "algbw", "busbw",
-           "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s  %6s\n",
-           "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "",
-           "(us)", "(GB/s)", "(GB/s)", "");
-  }
-  fflush(stdout);
-}
-
-/* One line of output; returns the sum of its busbw figures and counts them
- * into *nbw, for the average at the end. */
-static double run_size(bench_t *b, long long *wrong_total, int *nbw)
-{
-  double bw_sum = 0, bytes = (double)(b->total * b->elsize);
-  char tbuf[32], wbuf[32];
-
-  if (b->o.check) {
-    fill_input(b, b->pattern);
-    fill_expect(b, b->expect);
-  }
-  if (b->rank == 0)
-    printf("%12zu  %12zu  %8s  %6s", b->total * b->elsize, b->total,
-           dtypes[b->o.dtype].name, redop_name(b));
-  for (int inplace = b->o.inplace_only; inplace <= 1; inplace++) {
-    long long wrong = 0;
-    double sec = time_group(b, inplace, &wrong);
-    double algbw = sec > 0 ? bytes / sec / 1e9 : 0;
-    double busbw = algbw * bus_factor(b->o.coll, b->nranks);
-
-    *wrong_total += wrong;
-    bw_sum += busbw;
-    (*nbw)++;
-    if (b->rank != 0)
-      continue;
-    format_time(tbuf, sizeof tbuf, sec * 1e6);
-    if (b->o.check)
-      snprintf(wbuf, sizeof wbuf, "%lld", wrong);
-    else
-      snprintf(wbuf, sizeof wbuf, "N/A");
-    printf("  %8s  %7.2f  %7.2f  %6s", tbuf, algbw, busbw, wbuf);
-  }
-  if (b->rank == 0) {
-    printf("\n");
-    fflush(stdout);
-  }
-  return bw_sum;
-}
-
-/* Per-rank elements and total elements for a requested size in bytes. */
-static void set_size(bench_t *b, size_t bytes)
-{
-  size_t count = bytes / b->elsize;
-
-  if (b->o.coll == COLL_ALLREDUCE) {
-    b->part = b->total = count;
-  } else {
-    b->part = count / (size_t)b->nranks;
-    b->total = b->part * (size_t)b->nranks;
-  }
-}
-
-/* The first calls of a run pay for connections, page faults in the
- * library's own buffers and cold caches; nccl-tests runs warm-up calls at
- * the largest and the smallest size before the first timed size, and so
- * does this. */
-static void warm_up(bench_t *b)
-{
-  size_t sizes[2] = {b->o.max_bytes, b->o.min_bytes};
-
-  for (int k = 0; k < 2; k++) {
-    set_size(b, sizes[k]);
-    for (int inplace = b->o.inplace_only; inplace <= 1; inplace++) {
-      layout_t L = layout(b, inplace);
-      for (int w = 0; w < b->o.warmup; w++)
-        run_coll(b, &L);
-    }
-  }
-  barrier(b);
-}
-
-static char *alloc_touched(size_t bytes)
-{
-  void *p = NULL;
-
-  if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0)
-    die("cannot allocate %zu bytes", bytes);
-  memset(p, 0, bytes); /* fault every page in before timing */
-  return p;
-}
+static const bench_prog_t baton_bench = {
+    .name = "baton-bench",
+    .run = run_coll,
+    .barrier = barrier,
+    .now = now,
+    .max_over_ranks = max_over_ranks,
+    .sum_over_ranks = sum_over_ranks,
+    .longopts = baton_longopts,
+    .ncolls = COLL_ALLGATHER + 1,
+    .bad_coll = "expected allreduce, reduce_scatter or allgather",
+    .bad_dtype = "expected int8, uint8, int32, uint32, int64, uint64, "
+                 "float16, bfloat16, float32 or float64",
+    .bad_op = "expected sum, prod, min, max or avg",
+};
 
 int main(int argc, char **argv)
 {
   bench_t b;
-  long long wrong = 0;
-  double bw_sum = 0;
-  int nbw = 0, rc;
-  size_t s, alloc;
+  baton_comm_t *comm;
+  char library[64];
+  long long wrong;
+  int rc;
 
+  bench_prog = &baton_bench;
   memset(&b, 0, sizeof b);
-  parse_args(argc, argv, &b.o);
+  switch (bench_parse_args(argc, argv, &b.o)) {
+  case BENCH_ARGS_HELP:
+    if (is_first_rank())
+      usage(stdout);
+    exit(0);
+  case BENCH_ARGS_BAD:
+    if (is_first_rank())
+      usage(stderr);
+    exit(2);
+  default: break;
+  }
   if (b.o.params) {
     if (is_first_rank())
       fputs(baton_params_describe(), stdout);
     return 0;
   }
-  if ((rc = baton_comm_init(&b.comm)) != BATON_OK)
-    die("baton_comm_init: %s: %s", baton_err_name(rc),
-        baton_last_init_error());
-  b.rank = g_rank = baton_comm_rank(b.comm);
-  b.nranks = baton_comm_size(b.comm);
-  b.elsize = dtypes[b.o.dtype].size;
+  if ((rc = baton_comm_init(&comm)) != BATON_OK)
+    bench_die("baton_comm_init: %s: %s", baton_err_name(rc),
+              baton_last_init_error());
+  b.comm = comm;
+  b.rank = bench_rank = baton_comm_rank(comm);
+  b.nranks = baton_comm_size(comm);
+  snprintf(library, sizeof library, "baton %d.%d.%d", BATON_VERSION_MAJOR,
+           BATON_VERSION_MINOR, BATON_VERSION_PATCH);
 
-  alloc = b.o.max_bytes / b.elsize * b.elsize;
-  b.sendbuf = alloc_touched(alloc);
-  b.recvbuf = alloc_touched(alloc);
-  if (b.o.check) {
-    b.pattern = alloc_touched(alloc);
-    b.expect = alloc_touched(alloc);
-  }
-  if (b.rank == 0)
-    print_header(&b, argc, argv);
-  warm_up(&b);
-
-  for (s = b.o.min_bytes; s <= b.o.max_bytes;) {
-    set_size(&b, s);
-    bw_sum += run_size(&b, &wrong, &nbw);
-    if (b.o.factor) {
-      if (s > b.o.max_bytes / b.o.factor)
-        break;
-      s = s ? s * b.o.factor : 1;
-    } else {
-      if (s > b.o.max_bytes - b.o.step)
-        break;
-      s += b.o.step;
-    }
-  }
-
-  if (b.rank == 0) {
-    if (b.o.check)
-      printf("# Wrong values total : %lld %s\n", wrong,
-             wrong ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %.3f\n#\n", nbw ? bw_sum / nbw : 0.0);
-  }
-  free(b.sendbuf);
-  free(b.recvbuf);
-  free(b.pattern);
-  free(b.expect);
-  rc = baton_comm_destroy(b.comm);
+  wrong = bench_run(&b, argc, argv, library);
+  rc = baton_comm_destroy(comm);
   if (rc != BATON_OK)
-    die("baton_comm_destroy: %s", baton_err_name(rc));
+    bench_die("baton_comm_destroy: %s", baton_err_name(rc));
   return wrong ? 1 : 0;
 }
