@@ -29,6 +29,9 @@ enum {
 extern int baton__log_level;        /* BATON_DEBUG */
 extern unsigned baton__log_subsys;  /* BATON_DEBUG_SUBSYS */
 extern int baton__log_rank;         /* -1 until known */
+/* Names by level and by subsystem bit, shared by the logger and the knobs. */
+extern const char *const baton__level_names[4];
+extern const char *const baton__subsys_names[6];
 
 void baton__log_emit(int level, unsigned subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -14,16 +14,17 @@ int baton__log_level = BATON__LOG_WARN;
 unsigned baton__log_subsys = BATON__SUB_ALL;
 int baton__log_rank = -1;
 
+const char *const baton__level_names[4] = {"NONE", "WARN", "INFO", "TRACE"};
+const char *const baton__subsys_names[6] = {"INIT", "BOOT", "COLL", "SHM", "NET", "ENV"};
+
 static const char *level_name(int level) {
-  static const char *const names[] = {"NONE", "WARN", "INFO", "TRACE"};
-  return level >= 0 && level <= BATON__LOG_TRACE ? names[level] : "?";
+  return level >= 0 && level <= BATON__LOG_TRACE ? baton__level_names[level] : "?";
 }
 
 static const char *subsys_name(unsigned subsys) {
-  static const char *const names[] = {"INIT", "BOOT", "COLL", "SHM", "NET", "ENV"};
-  for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
+  for (unsigned i = 0; i < 6; i++)
     if (subsys & (1u << i))
-      return names[i];
+      return baton__subsys_names[i];
   return "?";
 }
 

@@ -77,9 +77,8 @@ static int parse_bytes(const char *s, double *out) {
 }
 
 static int parse_level(const char *s, int *out) {
-  static const char *const names[] = {"NONE", "WARN", "INFO", "TRACE"};
   for (int i = 0; i < 4; i++)
-    if (strcasecmp(s, names[i]) == 0) {
+    if (strcasecmp(s, baton__level_names[i]) == 0) {
       *out = i;
       return 0;
     }
@@ -87,7 +86,6 @@ static int parse_level(const char *s, int *out) {
 }
 
 static int parse_subsys(const char *s, unsigned *out) {
-  static const char *const names[] = {"INIT", "BOOT", "COLL", "SHM", "NET", "ENV"};
   char buf[256];
   if (strlen(s) >= sizeof buf)
     return -1;
@@ -99,7 +97,7 @@ static int parse_subsys(const char *s, unsigned *out) {
     if (strcasecmp(tok, "ALL") == 0)
       bit = BATON__SUB_ALL;
     for (int i = 0; i < 6 && !bit; i++)
-      if (strcasecmp(tok, names[i]) == 0)
+      if (strcasecmp(tok, baton__subsys_names[i]) == 0)
         bit = 1u << i;
     if (!bit)
       return -1;
