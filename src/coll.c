@@ -128,6 +128,24 @@ int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_
   return run(comm, &c, BATON__COLL_ALLGATHER);
 }
 
+/* Without shared memory between all ranks the barrier is a ring allgather
+ * of one byte per rank: after its N-1 steps every rank has heard, through
+ * the chain, from every other. */
+static int ring_barrier(baton_comm_t *comm) {
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
+    comm->out_off[r] = (size_t)r;
+    comm->len[r] = 1;
+  }
+  comm->scratch[comm->rank] = 1;
+  baton__exec_args_t a = {.in = (const char *)comm->scratch + comm->rank,
+                          .out = (char *)comm->scratch, .elsize = 1,
+                          .dtype = BATON_UINT8, .op = BATON_SUM};
+  baton__ring_schedule(&comm->sched, BATON__COLL_ALLGATHER, comm->rank, comm->size, comm->order);
+  comm->sched.algo = "ring";
+  return baton__exec(comm, &a);
+}
+
 int baton_barrier(baton_comm_t *comm) {
   if (!comm) {
     BATON_WARN(COLL, "barrier: comm is NULL");
@@ -136,6 +154,8 @@ int baton_barrier(baton_comm_t *comm) {
   comm->seq++;
   if (comm->size == 1)
     return BATON_OK;
+  if (!comm->one_host || !comm->shm)
+    return ring_barrier(comm);
   char why[256] = "";
   int rc = baton__shm_arrive(comm->shm, ++comm->shm_calls, comm->params.timeout_s, why,
                              sizeof why);

@@ -180,6 +180,14 @@ int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
   int rc = 0;
   for (r.round_start = 0; r.round_start < maxlen && rc == 0; r.round_start += r.piece)
     rc = run_round(&r);
+  /* A transport that buffers (TCP) must not keep the last bytes back while
+   * the caller goes off to compute. */
+  for (int p = 0; p < comm->size && rc == 0; p++) {
+    baton__conn_t *c = comm->to[p];
+    if (c && c->ops->flush && (rc = c->ops->flush(c)) != 0)
+      rc = baton__fail(comm, rc, "%s #%llu (%s): %s", baton__coll_name(comm->sched.coll),
+                       (unsigned long long)comm->seq, comm->sched.algo, c->why);
+  }
 #if defined(__SSE2__)
   if (r.stream)
     _mm_sfence();

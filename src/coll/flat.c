@@ -18,7 +18,7 @@
 
 int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count,
                      size_t elsize) {
-  if (!comm->shm || count == 0)
+  if (!comm->shm || !comm->one_host || count == 0)
     return 0;
   size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
   return in_count * elsize <= baton__shm_mailbox_bytes(comm->shm);
