@@ -46,6 +46,7 @@ typedef struct {
   size_t elsize;
   baton_dtype_t dtype;
   baton_op_t op;
+  int root; /* broadcast */
 } baton__exec_args_t;
 
 int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a);
