@@ -8,6 +8,7 @@
  * collective needs later (schedule, chunk layout, channels) is allocated
  * here, once.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "store.h"
 
 static char init_error[BATON__ERRLEN];
 
@@ -103,11 +105,28 @@ static int learn_hosts(baton_comm_t *c, char *err, size_t errlen) {
   return rc;
 }
 
-static int read_identity(baton_comm_t *c, char *host, size_t hostlen, int *port,
-                         char *err, size_t errlen) {
+/* Where rank, size and the rendezvous come from when not from the
+ * environment (baton_comm_init_rank). */
+typedef struct {
+  int rank, size;
+  const char *addr;
+} given_t;
+
+static int read_identity(baton_comm_t *c, const given_t *given, char *host, size_t hostlen,
+                         int *port, char *err, size_t errlen) {
   int rc = baton__params_load(&c->params, err, errlen);
   if (rc)
     return rc;
+  if (given) {
+    c->params.rank = given->rank;
+    c->params.size = given->size;
+    snprintf(c->params.addr, sizeof c->params.addr, "%s", given->addr);
+    if (given->size < 1 || given->rank < 0) {
+      snprintf(err, errlen, "baton_comm_init_rank: size %d must be positive and rank %d "
+               "not negative", given->size, given->rank);
+      return BATON_EINVAL;
+    }
+  }
   const char *missing = c->params.rank < 0   ? "BATON_RANK"
                         : c->params.size < 0 ? "BATON_SIZE"
                         : !c->params.addr[0] ? "BATON_ADDR"
@@ -118,9 +137,9 @@ static int read_identity(baton_comm_t *c, char *host, size_t hostlen, int *port,
     return BATON_EUSAGE;
   }
   if (c->params.rank >= c->params.size) {
-    snprintf(err, errlen, "BATON_RANK=%d is not below BATON_SIZE=%d", c->params.rank,
-             c->params.size);
-    return BATON_EUSAGE;
+    snprintf(err, errlen, "%s %d is not below %s %d", given ? "rank" : "BATON_RANK",
+             c->params.rank, given ? "size" : "BATON_SIZE", c->params.size);
+    return given ? BATON_EINVAL : BATON_EUSAGE;
   }
   if (strcmp(c->params.transport, "auto") != 0 && strcmp(c->params.transport, "tcp") != 0) {
     snprintf(err, errlen, "BATON_TRANSPORT=\"%s\" is neither \"auto\" nor \"tcp\"",
@@ -130,7 +149,8 @@ static int read_identity(baton_comm_t *c, char *host, size_t hostlen, int *port,
   c->rank = c->params.rank;
   c->size = c->params.size;
   baton__log_rank = c->rank;
-  return baton__parse_hostport(c->params.addr, "BATON_ADDR", host, hostlen, port, err, errlen);
+  return baton__parse_hostport(c->params.addr, given ? "the unique id's address" : "BATON_ADDR",
+                               host, hostlen, port, err, errlen);
 }
 
 static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
@@ -268,24 +288,130 @@ static void log_ready(const baton_comm_t *c) {
              c->params.segment_bytes, ring);
 }
 
-int baton_comm_init(baton_comm_t **comm) {
+/* ------------------------------------------------------------ unique id */
+
+/* Stores started by baton_get_unique_id, waiting for the communicator of
+ * this process that will own them. */
+#define MAX_PENDING 16
+static struct {
+  char nonce[33];
+  baton__store_server_t *srv;
+} pending[MAX_PENDING];
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define ID_PREFIX "baton-id-1 "
+
+/* "baton-id-1 <host:port> <nonce>" */
+static int parse_id(const baton_unique_id_t *id, char *addr, size_t addrlen, char *nonce) {
+  char buf[BATON_UNIQUE_ID_BYTES + 1];
+  memcpy(buf, id->internal, BATON_UNIQUE_ID_BYTES);
+  buf[BATON_UNIQUE_ID_BYTES] = '\0';
+  char a[100];
+  if (strncmp(buf, ID_PREFIX, strlen(ID_PREFIX)) != 0 ||
+      sscanf(buf + strlen(ID_PREFIX), "%99s %32s", a, nonce) != 2 || strlen(nonce) != 32)
+    return -1;
+  snprintf(addr, addrlen, "%s", a);
+  return 0;
+}
+
+int baton_get_unique_id(baton_unique_id_t *id) {
+  char *err = init_error, host[256] = "", ip[64] = "127.0.0.1";
+  size_t errlen = sizeof init_error;
+  baton__params_t p;
+  int port = 0, rc;
+  if (!id) {
+    snprintf(err, errlen, "baton_get_unique_id: id is NULL");
+    return BATON_EINVAL;
+  }
+  if ((rc = baton__params_load(&p, err, errlen)) != 0)
+    return rc;
+  if (p.addr[0]) {
+    if ((rc = baton__parse_hostport(p.addr, "BATON_ADDR", host, sizeof host, &port, err,
+                                    errlen)) != 0)
+      return rc;
+  } else if (baton__pick_local_ip(p.socket_ifname, "", ip, sizeof ip, err, errlen) != 0) {
+    if (p.socket_ifname[0])
+      return BATON_EUSAGE;
+    snprintf(ip, sizeof ip, "127.0.0.1"); /* no network: this host only */
+  }
+  if (!host[0])
+    snprintf(host, sizeof host, "%s", ip);
+  baton__store_server_t *srv;
+  if ((rc = baton__store_serve(host, port, &srv, err, errlen)) != 0)
+    return rc;
+  unsigned char r[16];
+  FILE *f = fopen("/dev/urandom", "rb");
+  int got = f && fread(r, sizeof r, 1, f) == 1;
+  if (f)
+    fclose(f);
+  if (!got) {
+    baton__store_stop(srv);
+    snprintf(err, errlen, "cannot read /dev/urandom for the unique id");
+    return BATON_ESYS;
+  }
+  char nonce[33], addr[80];
+  for (int i = 0; i < 16; i++)
+    snprintf(nonce + 2 * i, 3, "%02x", r[i]);
+  baton__store_format_addr(addr, sizeof addr, host, baton__store_port(srv));
+  memset(id, 0, sizeof *id);
+  snprintf(id->internal, sizeof id->internal, ID_PREFIX "%.79s %.32s", addr, nonce);
+  pthread_mutex_lock(&pending_lock);
+  int slot = -1;
+  for (int i = 0; i < MAX_PENDING && slot < 0; i++)
+    if (!pending[i].srv)
+      slot = i;
+  if (slot >= 0) {
+    pending[slot].srv = srv;
+    snprintf(pending[slot].nonce, sizeof pending[slot].nonce, "%s", nonce);
+  }
+  pthread_mutex_unlock(&pending_lock);
+  if (slot < 0) {
+    baton__store_stop(srv);
+    snprintf(err, errlen, "more than %d unique ids wait for their communicators", MAX_PENDING);
+    return BATON_EUSAGE;
+  }
+  BATON_INFO(BOOT, "unique id: rendezvous at %s", addr);
+  return BATON_OK;
+}
+
+static baton__store_server_t *adopt_server(const char *nonce) {
+  baton__store_server_t *srv = NULL;
+  pthread_mutex_lock(&pending_lock);
+  for (int i = 0; i < MAX_PENDING && !srv; i++)
+    if (pending[i].srv && strcmp(pending[i].nonce, nonce) == 0) {
+      srv = pending[i].srv;
+      pending[i].srv = NULL;
+    }
+  pthread_mutex_unlock(&pending_lock);
+  return srv;
+}
+
+/* ----------------------------------------------------------------- init */
+
+static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_server_t *srv) {
   char *err = init_error, host[256];
   size_t errlen = sizeof init_error;
   int port, rc;
   err[0] = '\0';
   if (!comm) {
     snprintf(err, errlen, "baton_comm_init: comm is NULL");
+    if (srv)
+      baton__store_stop(srv);
     return BATON_EINVAL;
   }
   *comm = NULL;
   baton_comm_t *c = calloc(1, sizeof *c);
   if (!c) {
     snprintf(err, errlen, "out of memory");
+    if (srv)
+      baton__store_stop(srv);
     return BATON_ENOMEM;
   }
-  if ((rc = read_identity(c, host, sizeof host, &port, err, errlen)) != 0)
+  c->server = srv;
+  if ((rc = read_identity(c, given, host, sizeof host, &port, err, errlen)) != 0)
     goto fail;
-  if (c->rank == 0 && (rc = baton__store_serve(host, port, &c->server, err, errlen)) != 0)
+  if (!given && c->rank == 0 &&
+      (rc = baton__store_serve(host, port, &c->server, err, errlen)) != 0)
     goto fail;
   if ((rc = baton__store_connect(host, port, c->params.timeout_s, &c->store, err, errlen)) != 0)
     goto fail;
@@ -303,6 +429,23 @@ fail:
   BATON_WARN(INIT, "baton_comm_init failed: %s: %s", baton_err_name(rc), err);
   free_comm(c);
   return rc;
+}
+
+int baton_comm_init(baton_comm_t **comm) { return init_comm(comm, NULL, NULL); }
+
+int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t *id, int rank) {
+  char addr[128], nonce[33];
+  if (!id || parse_id(id, addr, sizeof addr, nonce) != 0) {
+    snprintf(init_error, sizeof init_error, "baton_comm_init_rank: %s", id ? "the id was not "
+             "made by baton_get_unique_id (or was damaged on the way)" : "id is NULL");
+    if (comm)
+      *comm = NULL;
+    return BATON_EINVAL;
+  }
+  given_t g = {rank, size, addr};
+  if (size < 1 || rank < 0 || rank >= size) /* fail before taking the store */
+    return init_comm(comm, &g, NULL);
+  return init_comm(comm, &g, adopt_server(nonce));
 }
 
 int baton_comm_destroy(baton_comm_t *comm) {

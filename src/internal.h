@@ -100,6 +100,8 @@ typedef struct baton__store baton__store_t;
 int baton__store_serve(const char *host, int port,
                        baton__store_server_t **out, char *err, size_t errlen);
 void baton__store_stop(baton__store_server_t *srv);
+/* The port it listens on (useful after asking for port 0). */
+int baton__store_port(const baton__store_server_t *srv);
 
 /* Connects, retrying until timeout_s has passed. */
 int baton__store_connect(const char *host, int port, double timeout_s,

@@ -120,6 +120,12 @@ run "test_coll -n 4 --quick 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
 run "test_coll -n 5 --quick 3 hosts interleaved $RING_SMALL" 1 env $RING_SMALL \
   "$BUILD/bin/baton-run" -n 5 \
   sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0" --quick' "$BUILD/tests/test_coll"
+# The unique-id path (the program starts its own ranks) and baton_mpi.h
+# under a real mpirun.
+run "test_uniqueid 1" 1 "$BUILD/tests/test_uniqueid" 1
+run "test_uniqueid 3" 1 "$BUILD/tests/test_uniqueid" 3
+run "test_uniqueid 4 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp "$BUILD/tests/test_uniqueid" 4
+run "test_mpi_init.sh" 1 env BUILD="$BUILD" bash tests/test_mpi_init.sh
 for n in 1 2; do
   run "test_api -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_api"
 done
