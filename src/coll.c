@@ -73,6 +73,13 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   size_t es = dtype_sizes[c->dtype];
   int flat = baton__flat_fits(comm, coll, c->count, es);
   comm->seq++;
+  comm->sig = (baton__sig_t){.seq = comm->seq, .count = c->count,
+                             .root = c->root == NO_ROOT ? -1 : c->root, .coll = (uint8_t)coll,
+                             .dtype = (uint8_t)c->dtype,
+                             .op = c->op == BATON_OP_COUNT ? 0 : (uint8_t)c->op};
+  int rc = baton__comm_begin(comm, c->name);
+  if (rc)
+    return rc;
   BATON_INFO(COLL, "%s #%llu: count %zu %s %s, algo %s", c->name,
              (unsigned long long)comm->seq, c->count, dtype_names[c->dtype],
              c->op == BATON_OP_COUNT ? "-" : op_names[c->op],
@@ -157,7 +164,7 @@ int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtyp
 /* Without shared memory between all ranks the barrier is a ring allgather
  * of one byte per rank: after its N-1 steps every rank has heard, through
  * the chain, from every other. */
-static int ring_barrier(baton_comm_t *comm) {
+int baton__ring_barrier(baton_comm_t *comm) {
   for (int r = 0; r < comm->size; r++) {
     comm->in_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
     comm->out_off[r] = (size_t)r;
@@ -178,13 +185,15 @@ int baton_barrier(baton_comm_t *comm) {
     return BATON_EINVAL;
   }
   comm->seq++;
-  if (comm->size == 1)
-    return BATON_OK;
+  comm->sig = (baton__sig_t){.seq = comm->seq, .root = -1, .coll = BATON__COLL_BARRIER};
+  int rc = baton__comm_begin(comm, "barrier");
+  if (rc || comm->size == 1)
+    return rc;
   if (!comm->one_host || !comm->shm)
-    return ring_barrier(comm);
-  char why[256] = "";
-  int rc = baton__shm_arrive(comm->shm, ++comm->shm_calls, comm->params.timeout_s, why,
-                             sizeof why);
+    return baton__ring_barrier(comm);
+  char why[BATON__ERRLEN] = "";
+  rc = baton__shm_arrive(comm->shm, ++comm->shm_calls, &comm->sig, comm->params.timeout_s, why,
+                         sizeof why);
   if (rc)
     return baton__fail(comm, rc, "barrier #%llu: %s", (unsigned long long)comm->seq, why);
   return BATON_OK;

@@ -198,7 +198,9 @@ int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
 }
 
 const char *baton__coll_name(baton__coll_t coll) {
-  static const char *const names[] = {"allreduce", "reduce_scatter", "allgather"};
+  static const char *const names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
+                                      "barrier"};
+  _Static_assert(sizeof names / sizeof names[0] == BATON__COLL_COUNT, "a name per collective");
   return coll < BATON__COLL_COUNT ? names[coll] : "?";
 }
 

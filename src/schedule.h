@@ -48,6 +48,7 @@ typedef enum {
   BATON__COLL_REDUCE_SCATTER,
   BATON__COLL_ALLGATHER,
   BATON__COLL_BROADCAST,
+  BATON__COLL_BARRIER, /* no schedule: only its signature is exchanged */
   BATON__COLL_COUNT
 } baton__coll_t;
 

@@ -120,6 +120,15 @@ run "test_coll -n 4 --quick 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
 run "test_coll -n 5 --quick 3 hosts interleaved $RING_SMALL" 1 env $RING_SMALL \
   "$BUILD/bin/baton-run" -n 5 \
   sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0" --quick' "$BUILD/tests/test_coll"
+# Lost ranks, aborts and mismatched calls: every rank fails fast with the
+# right code, on shared memory, TCP, and both at once.
+for mode in kill abort mismatch; do
+  run "test_failure $mode 4" 1 env BATON_TIMEOUT=20 "$BUILD/tests/test_failure" "$mode" 4
+  run "test_failure $mode 4 BATON_TRANSPORT=tcp" 1 env BATON_TIMEOUT=20 BATON_TRANSPORT=tcp \
+    "$BUILD/tests/test_failure" "$mode" 4
+  run "test_failure $mode 4 2 hosts x 2 ranks" 1 env BATON_TIMEOUT=20 TEST_HOSTS=2 \
+    "$BUILD/tests/test_failure" "$mode" 4
+done
 # The unique-id path (the program starts its own ranks) and baton_mpi.h
 # under a real mpirun.
 run "test_uniqueid 1" 1 "$BUILD/tests/test_uniqueid" 1
