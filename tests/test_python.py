@@ -13,6 +13,8 @@ with the error's name and baton_comm_last_error(). `stall` mode: rank 0's
 peers stay away from a collective, and rank 0 must get BATON_ETIMEDOUT.
 Each rank prints `N passed, M failed` and exits 1 on a failure.
 """
+import os
+import subprocess
 import sys
 import time
 
@@ -209,6 +211,16 @@ def test_errors():
     check("usable after an error", (got == n).all(), str(got))
 
 
+def test_missing_library():
+    """An import that cannot find the library says where it looked."""
+    env = dict(os.environ, BATON_LIBRARY="/nonexistent/libbaton.so")
+    r = subprocess.run([sys.executable, "-c", "import baton"], env=env, capture_output=True,
+                       text=True)
+    check("import without the library", r.returncode != 0 and
+          "cannot load libbaton.so; tried: /nonexistent/libbaton.so (no such file)" in r.stderr,
+          r.stderr[-300:])
+
+
 def stall():
     """Rank 0 waits in an allreduce its peers never join (BATON_TIMEOUT=1)."""
     if comm.rank == 0:
@@ -234,6 +246,8 @@ else:
     test_allgather(counts)
     test_broadcast(counts)
     test_errors()
+    if comm.rank == 0:
+        test_missing_library()
     comm.barrier()
     comm.close()
     comm.close()
