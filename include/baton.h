@@ -130,6 +130,14 @@ int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                     baton_dtype_t dtype, baton_comm_t *comm);
 
+/*
+ * root's sendbuf (count elements) lands in every rank's recvbuf. Only the
+ * root reads sendbuf (others may pass NULL). In place on the root when
+ * sendbuf == recvbuf. root outside [0, size) is BATON_EINVAL.
+ */
+int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                    baton_dtype_t dtype, int root, baton_comm_t *comm);
+
 /* Returns once every rank has entered the barrier. */
 int baton_barrier(baton_comm_t *comm);
 

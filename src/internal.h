@@ -62,6 +62,10 @@ typedef struct {
   int spin_us;             /* BATON_SPIN_US */
   size_t stream_bytes;     /* BATON_STREAM_BYTES */
   size_t flat_bytes;       /* BATON_FLAT_BYTES */
+  char transport[256];     /* BATON_TRANSPORT: "auto" or "tcp" */
+  char hostid[256];        /* BATON_HOSTID, "" when unset */
+  char socket_ifname[256]; /* BATON_SOCKET_IFNAME, "" when unset */
+  int nsocks;              /* BATON_NSOCKS */
 } baton__params_t;
 
 /* Parses every knob from the environment. On a bad value returns
