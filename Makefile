@@ -71,7 +71,15 @@ install: all
 	install -m 755 $(BUILD)/bin/baton-run $(BUILD)/bin/baton-bench $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
 
+# The Python package, where `PYTHONPATH=$(PREFIX)/lib/python3/site-packages`
+# finds it; it loads $(PREFIX)/lib/libbaton.so by its own path.
+PYPKG = $(DESTDIR)$(PREFIX)/lib/python3/site-packages/baton
+install: install-python
+install-python:
+	install -d $(PYPKG)
+	install -m 644 python/baton/*.py $(PYPKG)/
+
 clean:
 	rm -rf build build-asan
 
-.PHONY: all test demo install clean
+.PHONY: all test demo install install-python clean

@@ -12,7 +12,9 @@
 # present; test_fault (a peer that dies or stalls); test_install.sh and
 # test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
 # cores), each also through the ring with 256-byte segments, and once with
-# the flat algorithm for every size; test_api at 1 and 2 ranks. Then the
+# the flat algorithm for every size; test_api at 1 and 2 ranks; the training
+# example and the Python binding (tests/test_python.py, test_train.py, which
+# need /usr/bin/python3 with python3-numpy). Then the
 # sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
 # the quick collective sweeps and the API test run again under ASan+UBSan
 # with leak detection.
@@ -141,6 +143,27 @@ done
 # A peer that vanishes or stalls: errors naming it, never a hang.
 run "test_fault exit" 1 env BATON_TIMEOUT=5 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" exit
 run "test_fault stall" 1 env BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" stall
+# The training example: N ranks reach one process's weights (--check).
+for n in 1 2 3 4; do
+  run "examples/train --check -n $n" 0 "$BUILD/bin/baton-run" -n "$n" "$BUILD/examples/train" --check
+done
+# The Python binding (python/baton) and its examples, with Debian's
+# interpreter and python3-numpy; without NumPy that is one failure saying so.
+PY=/usr/bin/python3
+if run "python3-numpy for $PY" 0 "$PY" -c 'import numpy'; then
+  for n in 1 2 4; do
+    run "test_python.py -n $n" 1 env PYTHONPATH=python "$BUILD/bin/baton-run" -n "$n" "$PY" tests/test_python.py
+  done
+  run "test_python.py stall" 1 env PYTHONPATH=python BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 \
+    "$PY" tests/test_python.py stall
+  for n in 1 2 3 4; do
+    run "test_train.py -n $n" 1 env PYTHONPATH=python "$BUILD/bin/baton-run" -n "$n" "$PY" tests/test_train.py
+  done
+  run "examples/bucketing.py -n 2" 0 env PYTHONPATH=python "$BUILD/bin/baton-run" -n 2 \
+    "$PY" examples/bucketing.py --iters 2
+else
+  echo "SKIP            Python tests: $PY cannot import numpy (apt-get install -y python3-numpy)"
+fi
 # As a user would: install, build against the installed header with
 # pkg-config, run at 1..8 ranks. And the README's knob table is current.
 run "test_install.sh" 1 env BUILD="$BUILD" bash tests/test_install.sh
