@@ -118,6 +118,7 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
 }
 
 static void free_comm(baton_comm_t *c) {
+  baton__trace_close(c->trace);
   baton__shm_destroy(c->shm);
   if (c->store)
     baton__store_close(c->store);
@@ -162,6 +163,9 @@ int baton_comm_init(baton_comm_t **comm) {
   if ((rc = baton__store_connect(host, port, c->params.timeout_s, &c->store, err, errlen)) != 0)
     goto fail;
   if ((rc = check_one_host(c, err, errlen)) != 0 || (rc = alloc_tables(c, err, errlen)) != 0)
+    goto fail;
+  if (c->params.trace[0] && (rc = baton__trace_open(&c->trace, c->params.trace, c->rank,
+                                                    c->size, 2 * c->size, err, errlen)) != 0)
     goto fail;
   if (c->size > 1 &&
       (rc = baton__shm_setup(c->store, c->rank, c->size, c->order, &c->params, &c->shm, err,

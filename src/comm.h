@@ -4,6 +4,7 @@
 
 #include "internal.h"
 #include "schedule.h"
+#include "trace.h"
 #include "transport/shm.h"
 
 struct baton_comm {
@@ -17,6 +18,7 @@ struct baton_comm {
   size_t *in_off, *out_off, *len; /* per-chunk layout, reused */
   uint64_t seq;                  /* collectives started so far */
   uint32_t shm_calls;            /* shared-memory rendezvous so far */
+  baton__trace_t *trace;         /* BATON_TRACE; NULL when unset */
   char last_error[BATON__ERRLEN];
 };
 

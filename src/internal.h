@@ -62,6 +62,7 @@ typedef struct {
   int spin_us;             /* BATON_SPIN_US */
   size_t stream_bytes;     /* BATON_STREAM_BYTES */
   size_t flat_bytes;       /* BATON_FLAT_BYTES */
+  char trace[256];         /* BATON_TRACE, "" when unset */
 } baton__params_t;
 
 /* Parses every knob from the environment. On a bad value returns

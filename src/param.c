@@ -50,6 +50,8 @@ static const param_row_t rows[] = {
      "shared memory: largest per-rank buffer for the flat (one-step) algorithm"},
     {"BATON_STREAM_BYTES", P_BYTES, "16M", 0, 1e18, F(stream_bytes),
      "buffers at least this large are written with non-temporal stores"},
+    {"BATON_TRACE", P_STRING, "", 0, 0, F(trace),
+     "file to write a JSON line per step of every collective to, %r = rank (docs/trace.md)"},
 };
 
 static const char *const type_names[] = {"int", "float", "bytes",

@@ -23,6 +23,7 @@
 typedef enum {
   BATON__PHASE_REDUCE_SCATTER,
   BATON__PHASE_ALLGATHER,
+  BATON__PHASE_FLAT,      /* one step, every rank reads every other rank */
 } baton__phase_t;
 
 typedef enum {
@@ -63,6 +64,35 @@ const char *baton__phase_name(baton__phase_t phase);
  * the ring can follow the topology). Steps capacity must be >= 2 * size. */
 void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
                           int size, const int *order);
+
+/* ---- The algorithms, as one table (algo.c): the one place the tracer, the
+ * diagram tool, the cost model and the tests ask for a schedule. A new
+ * algorithm adds a row there and appears in all of them. */
+
+/* recv_chunk/send_chunk value meaning the whole buffer (flat). */
+#define BATON__ALL_CHUNKS (-1)
+
+typedef struct {
+  const char *name;
+  unsigned colls;   /* bit (1u << coll) for each collective it serves */
+  const char *layout; /* how to draw the ranks: "ring" or "tree" */
+  int (*max_steps)(int size);
+  /* Fills s for one rank; count is the count of the public call. */
+  void (*build)(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                size_t count);
+} baton__algo_t;
+
+/* The table, *n rows; and the row named `name`, or NULL. */
+const baton__algo_t *baton__algos(int *n);
+const baton__algo_t *baton__algo_find(const char *name);
+/* Collective by name, or BATON__COLL_COUNT. */
+baton__coll_t baton__coll_find(const char *name);
+
+/* The schedule of `algo` for (coll, rank, size, count). s->steps must hold
+ * algo->max_steps(size) steps. Returns 0, or -1 when algo does not serve
+ * coll or the arguments are out of range. */
+int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
+                        int rank, int size, size_t count);
 
 /* Chunk c of `count` elements cut into n chunks: the first count % n chunks
  * hold one element more. */
