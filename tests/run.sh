@@ -8,9 +8,10 @@
 # `N passed, M failed`, counting test invocations; the exit status is 1 if
 # any failed.
 #
-# The tests: the unit tests (test_reduce, test_store, test_launcher.sh) when
-# present; test_fault (a peer that dies or stalls); test_install.sh and
-# test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
+# The tests: the unit tests (test_reduce, test_store, test_schedule,
+# test_model, test_launcher.sh) when present; test_fault (a peer that dies or
+# stalls); test_install.sh and test_readme.sh; test_trace (BATON_TRACE's
+# lines) and test_viz.sh (baton-viz and baton-model); test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
 # cores), each also through the ring with 256-byte segments, and once with
 # the flat algorithm for every size; test_api at 1 and 2 ranks. Then the
 # sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
@@ -115,6 +116,12 @@ run "test_fault stall" 1 env BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 "$BUILD
 # pkg-config, run at 1..8 ranks. And the README's knob table is current.
 run "test_install.sh" 1 env BUILD="$BUILD" bash tests/test_install.sh
 run "test_readme.sh" 1 env BUILD="$BUILD" bash tests/test_readme.sh
+# BATON_TRACE's lines, and baton-viz / baton-model (test_viz.sh traces 4 ranks).
+for n in 1 3; do
+  run "test_trace -n $n" 1 env BATON_TRACE="$LOGS/trace-n$n.%r" "$BUILD/bin/baton-run" -n "$n" \
+    "$BUILD/tests/test_trace"
+done
+run "test_viz.sh" 1 env BUILD="$BUILD" bash tests/test_viz.sh
 
 if [ "${BATON_SKIP_SAN:-0}" = 1 ]; then
   echo "SKIP            sanitizer pass (BATON_SKIP_SAN=1)"

@@ -507,7 +507,7 @@ static void draw_panel(FILE *o, const viz_t *v, int i) {
 static const char *style =
     "<style>text{font-family:DejaVu Sans,Arial,sans-serif;font-size:11px}"
     ".rk{text-anchor:middle;font-weight:bold}.cn{text-anchor:middle;font-size:9px}.sl{font-size:10px;fill:#d7191c}.tm{text-anchor:middle;font-size:10px}"
-    ".ttl{font-size:13px;font-weight:bold}.hd{font-size:15px;font-weight:bold}"
+    ".ttl,.tl{font-size:13px;font-weight:bold}.hd{font-size:15px;font-weight:bold}"
     ".lab{text-anchor:middle;font-weight:bold;paint-order:stroke;stroke:#fff;"
     "stroke-width:3px}</style>\n"
     "<defs><marker id='hr' viewBox='0 0 10 10' refX='9' refY='5' markerWidth='6' "
@@ -566,7 +566,7 @@ static double draw_timeline(FILE *o, const viz_t *v, double y, double width) {
   double left = 60, w = width - left - 50, row = 14;
   if (!v->trace || v->span <= 0)
     return y;
-  fprintf(o, "<g transform='translate(0,%.0f)'><text x='10' y='12' class='ttl'>", y);
+  fprintf(o, "<g transform='translate(0,%.0f)'><text x='10' y='12' class='tl'>", y);
   xml_text(o, v->trace);
   fprintf(o, ", collective %llu: %.1f \xc2\xb5s (axis: \xc2\xb5s from the first step's "
           "start)</text>\n", v->seq, v->span * 1e6);
@@ -629,7 +629,7 @@ static void write_svg(FILE *o, const viz_t *v) {
 /* One step at a time, with a slider, the arrow keys and a play button. */
 static void write_html(FILE *o, const viz_t *v) {
   double width = fmax(v->pw + 20, 860), tl = v->trace ? 22 + v->n * 14 + 52 : 0;
-  fprintf(o, "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>baton-viz: %s %s "
+  fprintf(o, "<!DOCTYPE html>\n<html xmlns='http://www.w3.org/1999/xhtml'><head><meta charset='utf-8'/><title>baton-viz: %s %s "
           "N=%d</title>\n<style>body{font-family:DejaVu Sans,Arial,sans-serif;margin:12px}"
           ".p{display:none}.p.on{display:block}#ctl{margin:8px 10px}"
           "#ctl input{width:%.0fpx;vertical-align:middle}#lbl{white-space:nowrap}</style></head><body>\n",
@@ -639,7 +639,7 @@ static void write_html(FILE *o, const viz_t *v) {
   draw_header(o, v);
   draw_timeline(o, v, 60, width);
   fprintf(o, "</svg>\n<div id='ctl'><button id='play'>play</button> <input type='range' "
-          "id='s' min='0' max='%d' value='0'> <span id='lbl'></span></div>\n", v->np - 1);
+          "id='s' min='0' max='%d' value='0'/> <span id='lbl'></span></div>\n", v->np - 1);
   for (int i = 0; i < v->np; i++) {
     fprintf(o, "<div class='p' data-name='%s%s%d'><svg xmlns='http://www.w3.org/2000/svg' "
             "width='%.0f' height='%.0f'>\n", phase_label(v->p[i].phase),
@@ -678,7 +678,18 @@ static void usage(FILE *f) {
           "      --trace PATTERN draw a run traced with BATON_TRACE=PATTERN\n"
           "      --seq S         which collective of the trace (default: the last)\n"
           "  -o, --output FILE   default stdout; a .html name writes the page with a slider\n"
-          "      --html          write the page with a slider\n", MAX_N);
+          "      --html          write the page with a slider\n"
+          "      --list          the collectives and algorithms it can draw\n", MAX_N);
+}
+
+/* "COLL ALGO" for every pair the library can draw, one a line. */
+static void list(void) {
+  int n;
+  const baton__algo_t *a = baton__algos(&n);
+  for (int c = 0; c < BATON__COLL_COUNT; c++)
+    for (int i = 0; i < n; i++)
+      if (a[i].colls & (1u << c))
+        printf("%s %s\n", baton__coll_name((baton__coll_t)c), a[i].name);
 }
 
 static long parse_long(const char *s, const char *what, long lo, long hi) {
@@ -695,7 +706,8 @@ int main(int argc, char **argv) {
       {"count", required_argument, NULL, 'k'},  {"layout", required_argument, NULL, 'l'},
       {"trace", required_argument, NULL, 't'},  {"seq", required_argument, NULL, 's'},
       {"output", required_argument, NULL, 'o'}, {"html", no_argument, NULL, 'H'},
-      {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+      {"help", no_argument, NULL, 'h'},         {"list", no_argument, NULL, 'L'},
+      {NULL, 0, NULL, 0}};
   viz_t v = {.coll = BATON__COLL_COUNT};
   const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL;
   int opt;
@@ -711,6 +723,7 @@ int main(int argc, char **argv) {
     case 'o': out = optarg; break;
     case 'H': v.html = 1; break;
     case 'h': usage(stdout); return 0;
+    case 'L': list(); return 0;
     default: usage(stderr); return 2;
     }
   }
