@@ -140,6 +140,8 @@ else
     done
     run "asan test_coll -n 3 --quick $RING_SMALL" 1 env $RING_SMALL \
       "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_coll" --quick
+    run "asan test_trace -n 3" 1 env BATON_TRACE="$LOGS/asan-trace.%r" \
+      "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_trace"
     for n in 1 2; do
       run "asan test_api -n $n" 1 "$SAN_BUILD/bin/baton-run" -n "$n" \
         "$SAN_BUILD/tests/test_api"

@@ -215,8 +215,9 @@ static double measure(const opts_t *o, const char *algo, char *why, size_t whyle
   quote(self, qself, sizeof qself);
   quote(run, qrun, sizeof qrun);
   char cmd[3 * PATH_MAX + 256];
-  snprintf(cmd, sizeof cmd, "env %s %s -n %d %s --child -c %s -s %.0f --iters %d", env, qrun,
-           o->n, qself, o->coll, o->bytes, o->iters);
+  if (snprintf(cmd, sizeof cmd, "env %s %s -n %d %s --child -c %s -s %.0f --iters %d", env,
+               qrun, o->n, qself, o->coll, o->bytes, o->iters) >= (int)sizeof cmd)
+    die("the path of this program is too long to run it under baton-run");
   FILE *p = popen(cmd, "r");
   double t = -1;
   char line[256];
