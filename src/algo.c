@@ -16,29 +16,34 @@
 
 static int ring_max_steps(int size) { return 2 * size; }
 
+/* Broadcast on the ring is the chain: the ring opened at the root. */
 static void ring_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                       size_t count) {
+                       size_t count, int root) {
   int order[MAX_OFFLINE_SIZE];
   (void)count;
   for (int i = 0; i < size; i++)
     order[i] = i;
-  baton__ring_schedule(s, coll, rank, size, order);
+  if (coll == BATON__COLL_BROADCAST)
+    baton__chain_schedule(s, coll, rank, size, order, root);
+  else
+    baton__ring_schedule(s, coll, rank, size, order);
 }
 
 static int flat_max_steps(int size) { return size; }
 
 /* flat.c as data: one step in which this rank reads, from every other
  * rank's mailbox, what it needs: everything (allreduce), its own chunk of
- * every input (reduce-scatter) or the other rank's input (allgather). No
- * rank sends: each writes its own mailbox and the others read it. */
+ * every input (reduce-scatter), the other rank's input (allgather) or the
+ * root's (broadcast). No rank sends: each writes its own mailbox and the
+ * others read it. */
 static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                       size_t count) {
+                       size_t count, int root) {
   (void)count;
   s->coll = coll;
   s->algo = "flat";
   s->nsteps = 0;
   for (int q = 0; q < size; q++) {
-    if (q == rank)
+    if (q == rank || (coll == BATON__COLL_BROADCAST && q != root))
       continue;
     baton__step_t *st = &s->steps[s->nsteps++];
     memset(st, 0, sizeof *st);
@@ -49,17 +54,19 @@ static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
     st->recv_chunk = coll == BATON__COLL_ALLREDUCE        ? BATON__ALL_CHUNKS
                      : coll == BATON__COLL_REDUCE_SCATTER ? rank
                                                           : q;
-    st->recv_op = coll == BATON__COLL_ALLGATHER ? BATON__RECV_COPY : BATON__RECV_REDUCE;
+    st->recv_op = coll == BATON__COLL_ALLREDUCE || coll == BATON__COLL_REDUCE_SCATTER
+                      ? BATON__RECV_REDUCE
+                      : BATON__RECV_COPY;
     st->keep = 1;
   }
 }
 
-#define ALL3 (1u << BATON__COLL_ALLREDUCE | 1u << BATON__COLL_REDUCE_SCATTER | \
-              1u << BATON__COLL_ALLGATHER)
+#define ALL (1u << BATON__COLL_ALLREDUCE | 1u << BATON__COLL_REDUCE_SCATTER | \
+             1u << BATON__COLL_ALLGATHER | 1u << BATON__COLL_BROADCAST)
 
 static const baton__algo_t algos[] = {
-    {"ring", ALL3, "ring", ring_max_steps, ring_build},
-    {"flat", ALL3, "ring", flat_max_steps, flat_build},
+    {"ring", ALL, "ring", ring_max_steps, ring_build},
+    {"flat", ALL, "ring", flat_max_steps, flat_build},
 };
 
 const baton__algo_t *baton__algos(int *n) {
@@ -82,10 +89,11 @@ baton__coll_t baton__coll_find(const char *name) {
 }
 
 int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
-                        int rank, int size, size_t count) {
+                        int rank, int size, size_t count, int root) {
   if (!algo || (unsigned)coll >= BATON__COLL_COUNT || !(algo->colls & (1u << coll)) ||
-      size < 1 || size > MAX_OFFLINE_SIZE || rank < 0 || rank >= size)
+      size < 1 || size > MAX_OFFLINE_SIZE || rank < 0 || rank >= size || root < 0 ||
+      root >= size)
     return -1;
-  algo->build(s, coll, rank, size, count);
+  algo->build(s, coll, rank, size, count, root);
   return 0;
 }

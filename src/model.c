@@ -75,6 +75,7 @@ FN(ag_flat, A + B)
 FN(bc_naive, (n - 1) * (A + B))
 FN(bc_tree, lg(n) * (A + B))
 FN(bc_chain, (n - 2 + segments(k, c)) * (A + B / segments(k, c)))
+FN(bc_flat, A + 2 * B)
 FN(rd_naive, (n - 1) * (A + B + G))
 FN(rd_tree, lg(n) * (A + B + G))
 FN(rd_chain, (n - 2 + segments(k, c)) * (A + (B + G) / segments(k, c)))
@@ -103,6 +104,8 @@ static const baton__model_t rows[] = {
     {"broadcast", "naive", "(N-1)(a + Kb)", bc_naive},
     {"broadcast", "tree", "L(a + Kb)", bc_tree},
     {"broadcast", "chain", "(N-2+S)(a + Kb/S)", bc_chain},
+    {"broadcast", "ring", "(N-2+S)(a + Kb/S): the chain, the ring opened at the root", bc_chain},
+    {"broadcast", "flat", "a + 2Kb", bc_flat},
     {"reduce", "naive", "(N-1)(a + Kb + Kg)", rd_naive},
     {"reduce", "tree", "L(a + Kb + Kg)", rd_tree},
     {"reduce", "chain", "(N-2+S)(a + K(b + g)/S)", rd_chain},

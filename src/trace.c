@@ -112,11 +112,11 @@ static void write_line(baton__trace_t *t, const baton__trace_call_t *c, const ch
   static const char *const ops[] = {"copy", "reduce"};
   fprintf(t->f,
           "{\"rank\":%d,\"size\":%d,\"seq\":%llu,\"coll\":\"%s\",\"algo\":\"%s\","
-          "\"dtype\":\"%s\",\"count\":%zu,\"phase\":\"%s\",\"step\":%d,"
+          "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,\"phase\":\"%s\",\"step\":%d,"
           "\"send_to\":%d,\"send_chunk\":%d,\"recv_from\":%d,\"recv_chunk\":%d,"
           "\"op\":\"%s\",\"bytes\":%zu,\"t_start_us\":%.3f,\"t_end_us\":%.3f,\"rc\":%d}\n",
           t->rank, t->size, (unsigned long long)c->seq, baton__coll_name(c->coll), algo,
-          c->dtype, c->count, baton__phase_name((baton__phase_t)st->phase), st->step,
+          c->dtype, c->count, c->root, baton__phase_name((baton__phase_t)st->phase), st->step,
           st->send_peer, st->send_peer >= 0 ? st->send_chunk : -1, st->recv_peer,
           st->recv_peer >= 0 ? st->recv_chunk : -1,
           st->recv_peer < 0 ? "none" : ops[st->recv_op & 1], bytes,

@@ -37,6 +37,7 @@ typedef struct {
   baton__coll_t coll;
   const char *dtype;
   size_t count;               /* the count of the public call */
+  int root;                   /* broadcast's root; -1 for collectives without one */
   size_t elsize;
   const baton__sched_t *sched; /* the steps that ran; NULL: one flat step */
   const size_t *len;          /* elements per chunk */

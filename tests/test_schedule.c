@@ -7,13 +7,17 @@
  * sends its partial sum of chunk r-s-1 and receives chunk r-s-2, adding its
  * own input, so that after N-1 steps it holds the whole sum of chunk r; in
  * allgather step s it sends chunk r-s and receives chunk r-s-1 (all mod N).
+ * Broadcast on the ring is the chain from the root: the rank q places after
+ * the root receives the root's chunk from r-1 at step q-1 and, unless it is
+ * the last, sends it on to r+1 at step q.
  *
  * Every algorithm of the table (so also those added later) is then checked
  * by what its steps do, simulated here: in each step the chunks every rank
  * receives are exactly the ones its peers send it, a reduction never adds a
  * rank's contribution twice, and at the end every rank holds what the
  * collective promises (every chunk summed over all ranks for allreduce, its
- * own chunk for reduce-scatter, every rank's input for allgather). And the
+ * own chunk for reduce-scatter, every rank's input for allgather, the root's
+ * for broadcast). And the
  * chunk layout of uneven counts: chunks tile the buffer, differ by at most
  * one element, larger ones first; the bytes a ring rank sends add up.
  *
@@ -57,12 +61,12 @@ typedef struct {
 } all_t;
 
 static int build_all(all_t *A, baton__coll_t coll, const baton__algo_t *algo, int n,
-                     size_t count) {
+                     size_t count, int root) {
   if (algo->max_steps(n) > MAX_STEPS)
     return -1;
   for (int r = 0; r < n; r++) {
     A->s[r].steps = A->steps[r];
-    if (baton__schedule_for(&A->s[r], coll, algo, r, n, count) != 0)
+    if (baton__schedule_for(&A->s[r], coll, algo, r, n, count, root) != 0)
       return -1;
   }
   return 0;
@@ -73,7 +77,7 @@ static int build_all(all_t *A, baton__coll_t coll, const baton__algo_t *algo, in
 static void ring_against_statement(baton__coll_t coll, int n) {
   static all_t A;
   const char *cn = baton__coll_name(coll);
-  check(build_all(&A, coll, baton__algo_find("ring"), n, 1000) == 0, "ring %s n=%d builds",
+  check(build_all(&A, coll, baton__algo_find("ring"), n, 1000, 0) == 0, "ring %s n=%d builds",
         cn, n);
   int rs = coll != BATON__COLL_ALLGATHER, ag = coll != BATON__COLL_REDUCE_SCATTER;
   for (int r = 0; r < n; r++) {
@@ -110,26 +114,53 @@ static void ring_against_statement(baton__coll_t coll, int n) {
   }
 }
 
+static void chain_against_statement(int n, int root) {
+  static all_t A;
+  check(build_all(&A, BATON__COLL_BROADCAST, baton__algo_find("ring"), n, 1000, root) == 0,
+        "ring broadcast n=%d root %d builds", n, root);
+  for (int r = 0; r < n; r++) {
+    const baton__sched_t *s = &A.s[r];
+    int q = mod(r - root, n), i = 0, ok = 1;
+    if (q > 0) {
+      const baton__step_t *st = &s->steps[i++];
+      ok &= i <= s->nsteps && st->phase == BATON__PHASE_BROADCAST && st->step == q - 1 &&
+            st->recv_peer == mod(r - 1, n) && st->recv_chunk == root && st->send_peer < 0 &&
+            st->recv_op == BATON__RECV_COPY && st->keep && st->forward == (q < n - 1);
+    }
+    if (q < n - 1 && n > 1) {
+      const baton__step_t *st = &s->steps[i++];
+      ok &= i <= s->nsteps && st->phase == BATON__PHASE_BROADCAST && st->step == q &&
+            st->send_peer == mod(r + 1, n) && st->send_chunk == root && st->recv_peer < 0;
+    }
+    check(ok && s->nsteps == i, "chain broadcast n=%d root %d rank %d: %d steps, not as stated",
+          n, root, r, s->nsteps);
+  }
+}
+
 /* ------------------------------------- any algorithm, by what it computes */
 
 typedef uint32_t set_t; /* bit q: rank q's contribution is in */
 
-static int coll_reduces(baton__coll_t coll) { return coll != BATON__COLL_ALLGATHER; }
+static int coll_reduces(baton__coll_t coll) {
+  return coll == BATON__COLL_ALLREDUCE || coll == BATON__COLL_REDUCE_SCATTER;
+}
 
 /* The phases in the order they first appear, then steps within them. */
 static int key_of(const baton__step_t *st) { return st->phase * 65536 + st->step; }
 
-static void simulate(baton__coll_t coll, const baton__algo_t *algo, int n) {
+static void simulate(baton__coll_t coll, const baton__algo_t *algo, int n, int root) {
   static all_t A;
   static set_t held[MAX_N][MAX_N], snap[MAX_N][MAX_N];
   const char *cn = baton__coll_name(coll), *an = algo->name;
-  if (build_all(&A, coll, algo, n, 1000) != 0) {
+  if (build_all(&A, coll, algo, n, 1000, root) != 0) {
     check(0, "%s %s n=%d: no schedule", an, cn, n);
     return;
   }
   for (int r = 0; r < n; r++)
     for (int c = 0; c < n; c++)
-      held[r][c] = coll_reduces(coll) ? 1u << r : c == r ? 1u << r : 0;
+      held[r][c] = coll_reduces(coll)                                  ? 1u << r
+                   : c == r && (coll != BATON__COLL_BROADCAST || r == root) ? 1u << r
+                                                                            : 0;
   int at[MAX_N] = {0}, ok = 1;
   for (;;) {
     /* The next step: the smallest key any rank has left. */
@@ -191,6 +222,7 @@ static void simulate(baton__coll_t coll, const baton__algo_t *algo, int n) {
     for (int c = 0; c < n; c++) {
       set_t want = coll == BATON__COLL_ALLREDUCE        ? all
                    : coll == BATON__COLL_REDUCE_SCATTER ? (c == r ? all : held[r][c])
+                   : coll == BATON__COLL_BROADCAST      ? (c == root ? 1u << root : 0)
                                                         : 1u << c;
       if (held[r][c] != want) {
         check(0, "%s %s n=%d: at the end rank %d holds contributions %#x of chunk %d, want "
@@ -219,7 +251,7 @@ static void layout(int n, size_t count) {
   /* Ring allreduce: rank r sends every chunk but its own in reduce-scatter
    * and every chunk but r+1's in allgather. */
   static all_t A;
-  build_all(&A, BATON__COLL_ALLREDUCE, baton__algo_find("ring"), n, count);
+  build_all(&A, BATON__COLL_ALLREDUCE, baton__algo_find("ring"), n, count, 0);
   for (int r = 0; r < n && n > 1; r++) {
     size_t sent = 0;
     for (int i = 0; i < A.s[r].nsteps; i++)
@@ -235,12 +267,17 @@ int main(void) {
   int nalgos;
   const baton__algo_t *algos = baton__algos(&nalgos);
   for (int n = 1; n <= MAX_N; n++) {
-    for (int c = 0; c < BATON__COLL_COUNT; c++) {
+    for (int c = 0; c <= BATON__COLL_ALLGATHER; c++)
       ring_against_statement((baton__coll_t)c, n);
+    for (int root = 0; root < n; root += n > 4 ? 3 : 1)
+      chain_against_statement(n, root);
+    for (int c = 0; c < BATON__COLL_COUNT; c++)
       for (int a = 0; a < nalgos; a++)
-        if (algos[a].colls & (1u << c))
-          simulate((baton__coll_t)c, &algos[a], n);
-    }
+        for (int root = 0; root < n && (algos[a].colls & (1u << c)); root += n > 4 ? 3 : 1) {
+          simulate((baton__coll_t)c, &algos[a], n, root);
+          if (c != BATON__COLL_BROADCAST)
+            break; /* only broadcast has a root */
+        }
     size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 7 * (size_t)n + 3,
                        1000003};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
@@ -250,10 +287,12 @@ int main(void) {
   static all_t A;
   A.s[0].steps = A.steps[0];
   const baton__algo_t *ring = baton__algo_find("ring");
-  check(baton__schedule_for(&A.s[0], BATON__COLL_ALLREDUCE, ring, 4, 4, 1) == -1,
+  check(baton__schedule_for(&A.s[0], BATON__COLL_ALLREDUCE, ring, 4, 4, 1, 0) == -1,
         "rank 4 of 4 refused");
-  check(baton__schedule_for(&A.s[0], BATON__COLL_COUNT, ring, 0, 4, 1) == -1,
+  check(baton__schedule_for(&A.s[0], BATON__COLL_COUNT, ring, 0, 4, 1, 0) == -1,
         "unknown collective refused");
+  check(baton__schedule_for(&A.s[0], BATON__COLL_BROADCAST, ring, 0, 4, 1, 4) == -1,
+        "root 4 of 4 refused");
   check(baton__algo_find("no-such-algo") == NULL, "unknown algorithm not found");
   check(baton__coll_find("allgather") == BATON__COLL_ALLGATHER, "collective by name");
   printf("%d passed, %d failed\n", passed, failed);

@@ -4,13 +4,15 @@
  *   BATON_TRACE=DIR/trace.%r baton-run -n 4 build/tests/test_trace
  *
  * Each rank makes a ring allreduce of an uneven count, a ring
- * reduce-scatter, a ring allgather, a small (flat) allreduce and a barrier,
+ * reduce-scatter, a ring allgather, a chain broadcast from rank 1, a small
+ * (flat) allreduce and a barrier,
  * then reads its own trace file back. Every line must be one flat JSON
  * object, checked by a strict parser written here, with the fields of
  * docs/trace.md; each ring collective must have N-1 steps per phase, each
  * sending chunk to rank+1 and receiving from rank-1 as the textbook ring
  * does, with the bytes of the chunk and times that do not go backwards;
- * the flat call one step; the barrier none. Prints "N passed, M failed".
+ * the broadcast the chain's receive and send; the flat call one step; the
+ * barrier none. Prints "N passed, M failed".
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -83,11 +85,41 @@ static double num(const obj_t *o, const char *key) {
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
+#define BCAST_ROOT 1
+
 typedef struct {
   const char *coll;
   size_t count; /* of the public call */
   size_t chunk[64];
 } call_t;
+
+/* The chain broadcast from `root` of `count` floats: the rank q places
+ * after the root receives at step q-1 from r-1 and sends at step q to r+1,
+ * the last one only receives. */
+static void check_chain(tally_t *t, obj_t *l, int n, int root, size_t count) {
+  int N = t->size, r = t->rank, q = mod(r - root, N), i = 0, ok = 1;
+  int want = (q > 0) + (q < N - 1);
+  if (q > 0 && i < n) {
+    const char *op = get(&l[i], "op", 1);
+    ok &= num(&l[i], "step") == q - 1 && num(&l[i], "recv_from") == mod(r - 1, N) &&
+          num(&l[i], "recv_chunk") == root && num(&l[i], "send_to") == -1 && op &&
+          !strcmp(op, "copy");
+    i++;
+  }
+  if (q < N - 1 && i < n) {
+    ok &= num(&l[i], "step") == q && num(&l[i], "send_to") == mod(r + 1, N) &&
+          num(&l[i], "send_chunk") == root && num(&l[i], "recv_from") == -1;
+    i++;
+  }
+  for (int k = 0; k < n; k++) {
+    const char *phase = get(&l[k], "phase", 1);
+    ok &= phase && !strcmp(phase, "broadcast") && num(&l[k], "root") == root &&
+          num(&l[k], "bytes") == (double)(count * sizeof(float));
+  }
+  if (!tally_record(t, ok && n == want))
+    tally_say(t, "broadcast from %d: %d lines (want %d) or their fields are not the chain's",
+              root, n, want);
+}
 
 /* The lines of one ring collective, lines[0..n). */
 static void check_ring(tally_t *t, const call_t *c, obj_t *l, int n) {
@@ -132,6 +164,8 @@ static void run_calls(tally_t *t, size_t ar_count, size_t block) {
   tally_rc(t, baton_reduce_scatter(in, out, block, BATON_FLOAT32, BATON_SUM, t->comm),
            "reduce_scatter");
   tally_rc(t, baton_allgather(in, out, block, BATON_FLOAT32, t->comm), "allgather");
+  tally_rc(t, baton_broadcast(in, out, ar_count, BATON_FLOAT32, BCAST_ROOT % t->size, t->comm),
+           "broadcast");
   tally_rc(t, baton_allreduce(in, out, 3, BATON_FLOAT32, BATON_SUM, t->comm), "small allreduce");
   tally_rc(t, baton_barrier(t->comm), "barrier");
   free(in);
@@ -156,8 +190,8 @@ int main(void) {
   FILE *f = fopen(path, "r");
   if (!tally_record(&t, f != NULL))
     tally_say(&t, "cannot open %s", path);
-  static obj_t lines[5][64];
-  int nlines[6] = {0}, bad = 0;
+  static obj_t lines[6][64];
+  int nlines[7] = {0}, bad = 0;
   while (f && fgets(line, sizeof line, f)) {
     obj_t o;
     if (parse_object(line, &o) != 0) {
@@ -166,7 +200,7 @@ int main(void) {
       continue;
     }
     static const char *const strs[] = {"coll", "algo", "dtype", "phase", "op"};
-    static const char *const nums[] = {"rank", "size", "seq", "count", "step", "send_to",
+    static const char *const nums[] = {"rank", "size", "seq", "count", "root", "step", "send_to",
                                        "send_chunk", "recv_from", "recv_chunk", "bytes",
                                        "t_start_us", "t_end_us", "rc"};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
@@ -178,7 +212,7 @@ int main(void) {
     int seq = (int)num(&o, "seq");
     if (num(&o, "rank") != t.rank || num(&o, "size") != t.size)
       bad++;
-    if (seq >= 1 && seq <= 5 && nlines[seq] < 64)
+    if (seq >= 1 && seq <= 6 && nlines[seq] < 64)
       lines[seq - 1][nlines[seq]++] = o;
   }
   if (f)
@@ -194,16 +228,18 @@ int main(void) {
   check_ring(&t, &ar, lines[0], nlines[1]);
   check_ring(&t, &rs, lines[1], nlines[2]);
   check_ring(&t, &ag, lines[2], nlines[3]);
+  check_chain(&t, lines[3], nlines[4], BCAST_ROOT % t.size, ar_count);
   /* The small allreduce: one flat step (none at all on one rank). */
-  const char *algo = nlines[4] ? get(&lines[3][0], "algo", 1) : NULL;
-  int flat_ok = t.size == 1 ? nlines[4] == 0
-                            : nlines[4] == 1 && algo && !strcmp(algo, "flat") &&
-                                  num(&lines[3][0], "send_to") == -1 &&
-                                  num(&lines[3][0], "bytes") == 3 * sizeof(float);
+  const char *algo = nlines[5] ? get(&lines[4][0], "algo", 1) : NULL;
+  int flat_ok = t.size == 1 ? nlines[5] == 0
+                            : nlines[5] == 1 && algo && !strcmp(algo, "flat") &&
+                                  num(&lines[4][0], "send_to") == -1 &&
+                                  num(&lines[4][0], "root") == -1 &&
+                                  num(&lines[4][0], "bytes") == 3 * sizeof(float);
   if (!tally_record(&t, flat_ok))
-    tally_say(&t, "small allreduce: %d lines (algo %s), want one flat step", nlines[4],
+    tally_say(&t, "small allreduce: %d lines (algo %s), want one flat step", nlines[5],
               algo ? algo : "-");
-  if (!tally_record(&t, nlines[5] == 0))
-    tally_say(&t, "the barrier wrote %d lines, want none", nlines[5]);
+  if (!tally_record(&t, nlines[6] == 0))
+    tally_say(&t, "the barrier wrote %d lines, want none", nlines[6]);
   return tally_finish(&t);
 }

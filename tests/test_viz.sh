@@ -78,14 +78,15 @@ done
 if BATON_TRACE="$tmp/trace.%r" "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_trace" >"$tmp/run.log" 2>&1; then
   ok
   i=0
-  for call in "allreduce 50003" "reduce_scatter 20001" "allgather 20001" "allreduce 3"; do
+  # test_trace's calls, in order: collective, count, algorithm, root.
+  for call in "allreduce 50003 ring 0" "reduce_scatter 20001 ring 0" "allgather 20001 ring 0" \
+              "broadcast 50003 ring 1" "allreduce 3 flat 0"; do
     i=$((i + 1))
     set -- $call
-    algo=$([ $i = 4 ] && echo flat || echo ring)
     if "$VIZ" --trace "$tmp/trace.%r" --seq $i -o "$tmp/traced$i.svg" 2>"$tmp/err" &&
        xmllint --noout "$tmp/traced$i.svg"; then ok; else fail "--trace seq $i: $(cat "$tmp/err")"; fi
-    "$VIZ" -c "$1" -a "$algo" -n 4 --count "$2" -o "$tmp/offline$i.svg"
-    check "--trace seq $i ($1 $algo) draws what the schedule draws" \
+    "$VIZ" -c "$1" -a "$3" -n 4 --count "$2" --root "$4" -o "$tmp/offline$i.svg"
+    check "--trace seq $i ($1 $3) draws what the schedule draws" \
       test "$(content "$tmp/traced$i.svg")" = "$(content "$tmp/offline$i.svg")"
     check "--trace seq $i shows step times" grep -q "slowest: rank" "$tmp/traced$i.svg"
   done
@@ -113,7 +114,7 @@ printf 'not json at all\n' >"$tmp/junk.0"
 bad "junk.0" "$VIZ" --trace "$tmp/junk.%r"
 bad "--bw" "$MODEL" -n 4 -s 1M --bw fast
 bad "--size" "$MODEL" -n 4 -s lots
-bad "broadcast" "$MODEL" -c broadcast -n 4 -s 1M --measure
+bad "nonesuch" "$MODEL" -c nonesuch -n 4 -s 1M
 
 # baton-model: the ring row is the issue's 2(N-1)(K/N)/B with alpha 0.
 line=$("$MODEL" -c allreduce -n 16 -s 64M --alpha 0 --bw 12.5GB/s | grep '^ring ')
@@ -123,6 +124,9 @@ check "baton-model lists every algorithm of broadcast" \
   test "$("$MODEL" -c broadcast -n 8 -s 1M | grep -cE '^(naive|tree|chain) ')" = 3
 line=$("$MODEL" -c allreduce -n 2 -s 1M --measure --iters 2 | grep '^ring ')
 check "baton-model --measure times the ring: $line" \
+  sh -c "echo '$line' | grep -qE '^ring +[0-9.]+ [mu]?s +[0-9.]+ [mu]?s'"
+line=$("$MODEL" -c broadcast -n 3 -s 1M --measure --iters 2 | grep '^ring ')
+check "baton-model --measure times the broadcast: $line" \
   sh -c "echo '$line' | grep -qE '^ring +[0-9.]+ [mu]?s +[0-9.]+ [mu]?s'"
 
 echo "$passed passed, $failed failed"

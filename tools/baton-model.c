@@ -138,8 +138,12 @@ static int call(baton__coll_t coll, const float *in, float *out, size_t block, i
     return baton_allreduce(in, out, block * (size_t)n, BATON_FLOAT32, BATON_SUM, comm);
   case BATON__COLL_REDUCE_SCATTER:
     return baton_reduce_scatter(in, out, block, BATON_FLOAT32, BATON_SUM, comm);
-  default:
+  case BATON__COLL_BROADCAST:
+    return baton_broadcast(in, out, block * (size_t)n, BATON_FLOAT32, 0, comm);
+  case BATON__COLL_ALLGATHER:
     return baton_allgather(in, out, block, BATON_FLOAT32, comm);
+  default:
+    return BATON_EINVAL;
   }
 }
 

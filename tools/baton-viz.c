@@ -45,7 +45,7 @@ typedef struct {
 typedef struct {
   baton__coll_t coll;
   const baton__algo_t *algo;
-  int n, tree, html;
+  int n, tree, html, root;
   size_t count; /* 0: not given, chunks drawn equal */
   panel_t *p;
   int np;
@@ -78,16 +78,30 @@ static void *xcalloc(size_t n, size_t size) {
 
 /* ------------------------------------------------------------ the steps */
 
-static uint64_t need(const viz_t *v, int c) {
-  uint64_t all = v->n == 64 ? ~0ull : (1ull << v->n) - 1;
-  return v->coll == BATON__COLL_ALLGATHER ? 1ull << c : all;
+static int reduces(const viz_t *v) {
+  return v->coll == BATON__COLL_ALLREDUCE || v->coll == BATON__COLL_REDUCE_SCATTER;
 }
 
+/* The contributions chunk c holds when it is complete. */
+static uint64_t need(const viz_t *v, int c) {
+  uint64_t all = v->n == 64 ? ~0ull : (1ull << v->n) - 1;
+  return reduces(v) ? all : 1ull << c;
+}
+
+/* Before the first step: every rank's input. Chunk c of a gather-like
+ * collective is rank c's data; broadcast has only the root's chunk. */
 static void initial_state(const viz_t *v, uint64_t *held) {
   for (int r = 0; r < v->n; r++)
     for (int c = 0; c < v->n; c++)
-      held[r * v->n + c] = v->coll == BATON__COLL_ALLGATHER ? (c == r ? 1ull << r : 0)
-                                                            : 1ull << r;
+      held[r * v->n + c] = reduces(v) ? 1ull << r
+                           : c == r && (v->coll != BATON__COLL_BROADCAST || r == v->root)
+                               ? 1ull << r
+                               : 0;
+}
+
+/* Broadcast moves only the root's chunk; the others are not drawn. */
+static int drawn(const viz_t *v, int c) {
+  return v->coll != BATON__COLL_BROADCAST || c == v->root;
 }
 
 /* The transfers of one step, applied to every rank at once: what a rank
@@ -119,7 +133,7 @@ static void build_panels(viz_t *v) {
   int nphases = 0, total = 0;
   for (int r = 0; r < n; r++) {
     s[r].steps = xcalloc((size_t)cap, sizeof *s[r].steps);
-    if (baton__schedule_for(&s[r], v->coll, v->algo, r, n, v->count) != 0)
+    if (baton__schedule_for(&s[r], v->coll, v->algo, r, n, v->count, v->root) != 0)
       die("algorithm %s does not do %s", v->algo->name, baton__coll_name(v->coll));
     for (int i = 0; i < s[r].nsteps; i++)
       if (phase_pos[s[r].steps[i].phase] < 0)
@@ -239,7 +253,11 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
     str(line, "algo", algo, 32, where);
     str(line, "phase", r->phase, sizeof r->phase, where);
     str(line, "dtype", v->dtype, sizeof v->dtype, where);
-    v->count = (size_t)num(line, "count", where);
+    if (rank == 0) {
+      v->count = (size_t)num(line, "count", where);
+      v->root = (int)num(line, "root", where);
+      v->root = v->root < 0 ? 0 : v->root; /* -1: the collective has no root */
+    }
     r->step = (int)num(line, "step", where);
     r->send_to = (int)num(line, "send_to", where);
     r->send_chunk = (int)num(line, "send_chunk", where);
@@ -285,13 +303,16 @@ static void load_trace(viz_t *v) {
     die("collective \"%s\" of the trace is not one this baton knows", coll);
   if (!(v->algo = baton__algo_find(algo)))
     die("algorithm \"%s\" of the trace is not one this baton knows", algo);
+  if (v->root >= v->n)
+    die("the trace's root %d is not a rank of its %d", v->root, v->n);
   build_panels(v);
   baton__step_t *steps = xcalloc((size_t)v->algo->max_steps(v->n), sizeof *steps);
   double tmin = 1e300, tmax = -1e300;
   for (int r = 0; r < v->n; r++) {
     int nrec = read_rank(v, r, rec, cap, c2, a2);
     baton__sched_t s = {.steps = steps};
-    baton__schedule_for(&s, v->coll, v->algo, r, v->n, v->count);
+    if (baton__schedule_for(&s, v->coll, v->algo, r, v->n, v->count, v->root) != 0)
+      die("%s does not do %s", algo, coll);
     if (strcmp(c2, coll) || strcmp(a2, algo))
       die("collective %llu is %s/%s on rank 0 but %s/%s on rank %d", v->seq, coll, algo, c2,
           a2, r);
@@ -353,7 +374,7 @@ static void cell_colour(double f, char *out) {
 static size_t chunk_len(const viz_t *v, int c) {
   if (v->coll == BATON__COLL_ALLREDUCE)
     return baton__chunk_len(v->count, v->n, c);
-  return v->count;
+  return drawn(v, c) ? v->count : 0;
 }
 
 static void geometry(viz_t *v) {
@@ -457,11 +478,15 @@ static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slow
   size_t total = 0;
   for (int c = 0; c < v->n; c++)
     total += chunk_len(v, c);
-  double bar = v->n * v->cw, cx = v->cx[q] - bar / 2;
+  double bar = v->coll == BATON__COLL_BROADCAST ? v->cw * 2 : v->n * v->cw;
+  double cx = v->cx[q] - bar / 2;
   for (int c = 0; c < v->n; c++) {
+    if (!drawn(v, c))
+      continue;
     uint64_t h = p->held[q * v->n + c], nd = need(v, c);
     int k = __builtin_popcountll(h & nd), all = __builtin_popcountll(nd);
-    double w = total ? bar * (double)chunk_len(v, c) / (double)total : v->cw;
+    double w = total ? bar * (double)chunk_len(v, c) / (double)total
+                     : bar / (v->coll == BATON__COLL_BROADCAST ? 1 : v->n);
     char col[8];
     cell_colour((double)k / all, col);
     int sent = 0;
@@ -533,6 +558,8 @@ static void xml_text(FILE *o, const char *s) {
 static void draw_header(FILE *o, const viz_t *v) {
   fprintf(o, "<text x='10' y='22' class='hd'>%s \xc2\xb7 %s \xc2\xb7 N=%d",
           baton__coll_name(v->coll), v->algo->name, v->n);
+  if (v->coll == BATON__COLL_BROADCAST)
+    fprintf(o, " \xc2\xb7 root %d", v->root);
   if (v->count) {
     size_t lo = chunk_len(v, v->n - 1), hi = chunk_len(v, 0);
     fprintf(o, " \xc2\xb7 count %zu%s%s: chunks of %zu", v->count, v->dtype[0] ? " " : "",
@@ -543,21 +570,22 @@ static void draw_header(FILE *o, const viz_t *v) {
   }
   fprintf(o, "</text>\n<g transform='translate(10,36)'>");
   const double fr[] = {0, 0.25, 0.6, 0.85, 1};
-  const char *lab = v->coll == BATON__COLL_ALLGATHER ? "chunk: absent / held"
+  const char *lab = !reduces(v) ? "chunk: absent / held"
                                                      : "chunk: contributions held, few \xe2\x86\x92 all";
-  for (int i = 0, x = 0; i < 5; i++) {
+  int x = 0;
+  for (int i = 0; i < 5; i++) {
     char col[8];
     cell_colour(fr[i], col);
-    if (v->coll == BATON__COLL_ALLGATHER && i > 0 && i < 4)
+    if (!reduces(v) && i > 0 && i < 4)
       continue;
     fprintf(o, "<rect x='%d' y='0' width='14' height='12' fill='%s' stroke='#bbb'/>", x, col);
     x += 16;
   }
-  fprintf(o, "<text x='86' y='10'>%s; black outline: sent in this step</text>"
+  fprintf(o, "<text x='%d' y='10'>%s; black outline: sent in this step</text>"
           "<path d='M530,6h30' stroke='#d95f02' stroke-width='2' marker-end='url(#hr)'/>"
           "<text x='566' y='10'>receive and reduce</text>"
           "<path d='M690,6h30' stroke='#1f78b4' stroke-width='2' marker-end='url(#hc)'/>"
-          "<text x='726' y='10'>receive and copy</text></g>\n", lab);
+          "<text x='726' y='10'>receive and copy</text></g>\n", x + 6, lab);
 }
 
 /* Every step of every rank on one time axis: a late rank or a slow step
@@ -666,7 +694,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: baton-viz -c COLL -a ALGO -n N [--count K] [--layout ring|tree] [-o FILE]\n"
           "       baton-viz --trace 'trace.%%r' [--seq S] [-o FILE]\n"
-          "  -c, --coll COLL     allreduce, reduce_scatter or allgather\n"
+          "  -c, --coll COLL     allreduce, reduce_scatter, allgather or broadcast\n"
           "  -a, --algo ALGO     the algorithm; default ring. Known:");
   for (int i = 0; i < n; i++)
     fprintf(f, " %s", a[i].name);
@@ -674,6 +702,7 @@ static void usage(FILE *f) {
           "  -n N                ranks, 1..%d\n"
           "      --count K       elements of the call (allreduce: of the buffer;\n"
           "                      others: per rank), to draw uneven chunks\n"
+          "      --root R        the root of broadcast (default 0)\n"
           "      --layout L      ring (default for most) or tree\n"
           "      --trace PATTERN draw a run traced with BATON_TRACE=PATTERN\n"
           "      --seq S         which collective of the trace (default: the last)\n"
@@ -707,6 +736,7 @@ int main(int argc, char **argv) {
       {"trace", required_argument, NULL, 't'},  {"seq", required_argument, NULL, 's'},
       {"output", required_argument, NULL, 'o'}, {"html", no_argument, NULL, 'H'},
       {"help", no_argument, NULL, 'h'},         {"list", no_argument, NULL, 'L'},
+      {"root", required_argument, NULL, 'r'},
       {NULL, 0, NULL, 0}};
   viz_t v = {.coll = BATON__COLL_COUNT};
   const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL;
@@ -718,6 +748,7 @@ int main(int argc, char **argv) {
     case 'n': v.n = (int)parse_long(optarg, "-n", 1, MAX_N); break;
     case 'k': v.count = (size_t)parse_long(optarg, "--count", 0, 1L << 50); break;
     case 'l': layout = optarg; break;
+    case 'r': v.root = (int)parse_long(optarg, "--root", 0, MAX_N - 1); break;
     case 't': v.trace = optarg; break;
     case 's': v.seq = (unsigned long long)parse_long(optarg, "--seq", 1, 1L << 62); break;
     case 'o': out = optarg; break;
@@ -737,7 +768,9 @@ int main(int argc, char **argv) {
     if (!coll || !v.n)
       die("say which collective and how many ranks, e.g. -c allreduce -n 4 (or --trace)");
     if ((v.coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
-      die("--coll \"%s\": expected allreduce, reduce_scatter or allgather", coll);
+      die("--coll \"%s\": expected allreduce, reduce_scatter, allgather or broadcast", coll);
+    if (v.root >= v.n)
+      die("--root %d is not a rank of %d", v.root, v.n);
     if (!(v.algo = baton__algo_find(algo)))
       die("--algo \"%s\" is not an algorithm of this baton (see --help)", algo);
     if (!(v.algo->colls & (1u << v.coll)))
