@@ -17,6 +17,10 @@
  *
  * The output is SVG, or with an .html output (or --html) a page that shows
  * one step at a time with a slider.
+ *
+ * A new algorithm needs nothing here. A new collective needs its name in
+ * baton__coll_name() and, here, what each rank holds before the first step
+ * (initial_state) and what a finished chunk holds (need).
  */
 #include <getopt.h>
 #include <math.h>
@@ -385,9 +389,10 @@ static void geometry(viz_t *v) {
   double r = fmax(n <= 2 ? 70 : 100, n * (v->bw + 20) / (2 * M_PI));
   int levels[MAX_N] = {0}, width[MAX_N] = {0}, depth = 0;
   if (v->tree) {
-    /* Levels by distance from rank 0 over every transfer of the schedule. */
-    for (int r0 = 1; r0 < n; r0++)
-      levels[r0] = -1;
+    /* Levels by distance from the root (rank 0 for collectives without
+     * one) over every transfer of the schedule. */
+    for (int r0 = 0; r0 < n; r0++)
+      levels[r0] = r0 == v->root ? 0 : -1;
     for (int changed = 1; changed;) {
       changed = 0;
       for (int p = 0; p < v->np; p++)
@@ -408,7 +413,7 @@ static void geometry(viz_t *v) {
     int maxw = 1;
     for (int l = 0; l < depth; l++)
       maxw = width[l] > maxw ? width[l] : maxw;
-    v->pw = maxw * (v->bw + 24) + 40;
+    v->pw = fmax(maxw * (v->bw + 24) + 40, 190); /* room for the title */
     v->ph = depth * (v->bh + 60) + 60;
     int seen[MAX_N] = {0};
     for (int q = 0; q < n; q++) {
