@@ -69,8 +69,23 @@ static int validate(baton_comm_t *comm, const call_t *c) {
   return BATON_OK;
 }
 
+/* BATON_TRACE: the finished collective's lines (trace.c). */
+static void trace_end(baton_comm_t *comm, const call_t *c, baton__coll_t coll, int flat,
+                      int rc) {
+  size_t es = dtype_sizes[c->dtype];
+  baton__trace_call_t t = {.seq = comm->seq, .coll = coll, .dtype = dtype_names[c->dtype],
+                           .count = c->count, .root = c->root == NO_ROOT ? -1 : c->root,
+                           .elsize = es,
+                           .sched = flat ? NULL : &comm->sched, .len = comm->len,
+                           .flat_bytes = c->count * es *
+                                         (coll == BATON__COLL_REDUCE_SCATTER ? c->blocks : 1),
+                           .rc = rc};
+  baton__trace_end(comm->trace, &t);
+}
+
 static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   size_t es = dtype_sizes[c->dtype];
+  int rc;
   int flat = baton__flat_fits(comm, coll, c->count, es);
   comm->seq++;
   comm->sig = (baton__sig_t){.seq = comm->seq, .count = c->count,
@@ -94,13 +109,24 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   baton__exec_args_t a = {.in = c->sendbuf, .out = c->recvbuf, .elsize = es,
                           .dtype = c->dtype, .op = c->op == BATON_OP_COUNT ? BATON_SUM : c->op,
                           .root = c->root};
-  if (flat)
-    return baton__flat_run(comm, coll, c->count, &a);
-  if (coll == BATON__COLL_BROADCAST)
-    baton__chain_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order, c->root);
-  else
-    baton__ring_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order);
-  return baton__exec(comm, &a);
+  if (comm->trace)
+    baton__trace_begin(comm->trace);
+  if (flat) {
+    if (comm->trace)
+      baton__trace_step_begin(comm->trace, 0);
+    rc = baton__flat_run(comm, coll, c->count, &a);
+    if (comm->trace)
+      baton__trace_step_end(comm->trace, 0);
+  } else {
+    if (coll == BATON__COLL_BROADCAST)
+      baton__chain_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order, c->root);
+    else
+      baton__ring_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order);
+    rc = baton__exec(comm, &a);
+  }
+  if (comm->trace)
+    trace_end(comm, c, coll, flat, rc);
+  return rc;
 }
 
 int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,

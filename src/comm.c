@@ -276,6 +276,7 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
 }
 
 static void free_comm(baton_comm_t *c) {
+  baton__trace_close(c->trace);
   baton__shm_destroy(c->shm);
   baton__tcp_destroy(c->tcp);
   if (c->store)
@@ -533,6 +534,9 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
     goto fail;
   if ((rc = alloc_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
       (rc = share_id(c, err, errlen)) != 0)
+    goto fail;
+  if (c->params.trace[0] && (rc = baton__trace_open(&c->trace, c->params.trace, c->rank,
+                                                    c->size, 2 * c->size, err, errlen)) != 0)
     goto fail;
   choose_ring(c);
   c->watch = (baton__watch_t){comm_check, c};

@@ -4,6 +4,7 @@
 
 #include "internal.h"
 #include "schedule.h"
+#include "trace.h"
 #include "transport/shm.h"
 #include "transport/tcp.h"
 
@@ -30,6 +31,7 @@ struct baton_comm {
   int fatal_rc;                  /* the failure that broke this communicator */
   char fatal_msg[BATON__ERRLEN];
   uint32_t shm_calls;            /* shared-memory rendezvous so far */
+  baton__trace_t *trace;         /* BATON_TRACE; NULL when unset */
   char last_error[BATON__ERRLEN];
 };
 

@@ -66,6 +66,7 @@ typedef struct {
   char hostid[256];        /* BATON_HOSTID, "" when unset */
   char socket_ifname[256]; /* BATON_SOCKET_IFNAME, "" when unset */
   int nsocks;              /* BATON_NSOCKS */
+  char trace[256];         /* BATON_TRACE, "" when unset */
 } baton__params_t;
 
 /* Parses every knob from the environment. On a bad value returns

@@ -8,9 +8,10 @@
 # `N passed, M failed`, counting test invocations; the exit status is 1 if
 # any failed.
 #
-# The tests: the unit tests (test_reduce, test_store, test_launcher.sh) when
-# present; test_fault (a peer that dies or stalls); test_install.sh and
-# test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
+# The tests: the unit tests (test_reduce, test_store, test_schedule,
+# test_model, test_launcher.sh) when present; test_fault (a peer that dies or
+# stalls); test_install.sh and test_readme.sh; test_trace (BATON_TRACE's
+# lines) and test_viz.sh (baton-viz and baton-model); test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
 # cores), each also through the ring with 256-byte segments, and once with
 # the flat algorithm for every size; test_api at 1 and 2 ranks; the training
 # example and the Python binding (tests/test_python.py, test_train.py, which
@@ -88,7 +89,7 @@ coll_at() {
 
 suite_start=$(now_ms)
 
-for unit in test_reduce test_store; do
+for unit in test_reduce test_store test_schedule test_model; do
   if [ -x "$BUILD/tests/$unit" ]; then
     run "$unit" 1 "$BUILD/tests/$unit"
   fi
@@ -168,6 +169,12 @@ fi
 # pkg-config, run at 1..8 ranks. And the README's knob table is current.
 run "test_install.sh" 1 env BUILD="$BUILD" bash tests/test_install.sh
 run "test_readme.sh" 1 env BUILD="$BUILD" bash tests/test_readme.sh
+# BATON_TRACE's lines, and baton-viz / baton-model (test_viz.sh traces 4 ranks).
+for n in 1 3; do
+  run "test_trace -n $n" 1 env BATON_TRACE="$LOGS/trace-n$n.%r" "$BUILD/bin/baton-run" -n "$n" \
+    "$BUILD/tests/test_trace"
+done
+run "test_viz.sh" 1 env BUILD="$BUILD" bash tests/test_viz.sh
 
 if [ "${BATON_SKIP_SAN:-0}" = 1 ]; then
   echo "SKIP            sanitizer pass (BATON_SKIP_SAN=1)"
@@ -175,7 +182,7 @@ else
   # The nested make must not inherit the outer make's jobserver.
   if run "make SAN=1" 0 env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
-    for unit in test_reduce test_store; do
+    for unit in test_reduce test_store test_schedule test_model; do
       if [ -x "$SAN_BUILD/tests/$unit" ]; then
         run "asan $unit" 1 "$SAN_BUILD/tests/$unit"
       fi
@@ -189,6 +196,8 @@ else
     run "asan test_coll -n 4 --quick 2 hosts x 2 ranks, tcp $RING_SMALL" 1 env $RING_SMALL \
       BATON_NSOCKS=2 "$SAN_BUILD/bin/baton-run" -n 4 \
       sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick' "$SAN_BUILD/tests/test_coll"
+    run "asan test_trace -n 3" 1 env BATON_TRACE="$LOGS/asan-trace.%r" \
+      "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_trace"
     for n in 1 2; do
       run "asan test_api -n $n" 1 "$SAN_BUILD/bin/baton-run" -n "$n" \
         "$SAN_BUILD/tests/test_api"

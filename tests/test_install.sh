@@ -14,7 +14,7 @@ check() { # check NAME CMD...
 }
 
 check "make install" make -s install PREFIX="$prefix" BUILD="$BUILD"
-for f in include/baton.h lib/libbaton.so lib/libbaton.a lib/pkgconfig/baton.pc bin/baton-run bin/baton-bench; do
+for f in include/baton.h lib/libbaton.so lib/libbaton.a lib/pkgconfig/baton.pc bin/baton-run bin/baton-bench bin/baton-viz bin/baton-model; do
   check "installed $f" test -e "$prefix/$f"
 done
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
