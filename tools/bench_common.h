@@ -979,7 +979,7 @@ static void print_group(const bench_t *b, const group_t *g, double algbw,
   else
     snprintf(wbuf, sizeof wbuf, b->o.json ? "null" : "N/A");
   if (b->o.json) {
-    printf("%s\"%s\": {\"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, "
+    printf("%s\"%s\": {\"time_us\": %.3f, \"algbw\": %.6g, \"busbw\": %.6g, "
            "\"wrong\": %s, \"p50_us\": %.3f, \"p99_us\": %.3f}",
            first ? "" : ", ", first && !b->o.inplace_only ? "out_of_place"
                                                           : "in_place",

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""bench/report.py - the report of one bench/compare.sh run.
+
+    python3 bench/report.py RAW_DIR BASE RATE
+
+RAW_DIR holds machine.txt, runs.tsv and one <part>.<lib>.json per run (the
+--json output of baton-bench and of the peers). Writes BASE.md (the
+machine, the commands, a table per part with baton / best peer) and, per
+part, BASE-<part>-busbw.svg and BASE-<part>-time.svg: log-log plots with
+one line per library. Standard library only, so that it runs wherever
+python3 does.
+
+The figures are those of the in-place group, which every library has
+(Gloo's halving-doubling works in place only). A run killed by the
+timeout leaves a JSON document without its end; the sizes it finished are
+still read, one per line.
+"""
+import json
+import math
+import os
+import re
+import sys
+
+LIBS = ["baton", "openmpi", "mpich", "gloo-ring", "gloo-hd"]
+LABEL = {"baton": "baton", "openmpi": "Open MPI", "mpich": "MPICH",
+         "gloo-ring": "Gloo ring", "gloo-hd": "Gloo halving-doubling"}
+COLOR = {"baton": "#d62728", "openmpi": "#1f77b4", "mpich": "#2ca02c",
+         "gloo-ring": "#9467bd", "gloo-hd": "#ff7f0e", "model": "#555555"}
+PARTS = {"shm2": "shared memory, N=2", "shm4": "shared memory, N=4",
+         "tcp2": "loopback TCP, N=2",
+         "cluster4": "emulated cluster, 4 hosts x 1 rank",
+         "cluster8": "emulated cluster, 8 hosts x 1 rank"}
+
+
+def load_run(path):
+    """(header, [result, ...]) of one JSON output, complete or cut off."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None, []
+    try:
+        doc = json.loads(text)
+        return doc, doc.get("results", [])
+    except ValueError:
+        pass
+    results = []
+    for line in text.splitlines():
+        line = line.strip().rstrip(",")
+        if line.startswith('{"size"'):
+            try:
+                results.append(json.loads(line))
+            except ValueError:
+                pass
+    return None, results
+
+
+def in_place(r):
+    return r.get("in_place") or r.get("out_of_place")
+
+
+def rate_bytes(rate):
+    """tc's rate ("1gbit", "100mbit", "0") in bytes per second; None if
+    unshaped or unknown."""
+    m = re.fullmatch(r"([0-9.]+)([kmg]?)(bit|bps)?", rate.strip().lower())
+    if not m or float(m.group(1)) == 0:
+        return None
+    mult = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+    bits = float(m.group(1)) * mult
+    return bits if m.group(3) == "bps" else bits / 8
+
+
+def hsize(b):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div:
+            v = b / div
+            return ("%d %s" % (v, unit)) if v == int(v) else "%.1f %s" % (v, unit)
+    return "%d B" % b
+
+
+def fmt_us(t):
+    if t is None:
+        return "-"
+    return "%.0f" % t if t >= 100 else "%.2f" % t
+
+
+# ---------------------------------------------------------------- plots
+
+def log_ticks(lo, hi, base):
+    k0, k1 = math.floor(math.log(lo, base)), math.ceil(math.log(hi, base))
+    return [base ** k for k in range(k0, k1 + 1)]
+
+
+def svg_plot(path, title, ylabel, series, yfmt):
+    """series: [(name, color, dashed, [(x, y), ...])]; log x and log y."""
+    pts = [(x, y) for _, _, _, s in series for x, y in s if x > 0 and y > 0]
+    if not pts:
+        return False
+    W, H, L, R, T, B = 900, 480, 80, 230, 40, 60
+    pw, ph = W - L - R, H - T - B
+    xt = log_ticks(min(p[0] for p in pts), max(p[0] for p in pts), 4)
+    yt = log_ticks(min(p[1] for p in pts), max(p[1] for p in pts), 10)
+    lx0, lx1 = math.log(xt[0]), math.log(xt[-1])
+    ly0, ly1 = math.log(yt[0]), math.log(yt[-1])
+    if lx1 == lx0:
+        lx1 += 1
+    if ly1 == ly0:
+        ly1 += 1
+
+    def X(x):
+        return L + (math.log(x) - lx0) / (lx1 - lx0) * pw
+
+    def Y(y):
+        return T + ph - (math.log(y) - ly0) / (ly1 - ly0) * ph
+
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+           'viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">'
+           % (W, H, W, H),
+           '<rect width="100%" height="100%" fill="white"/>',
+           '<text x="%d" y="24" font-size="15" font-weight="bold">%s</text>'
+           % (L, esc(title))]
+    for x in xt:
+        out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>'
+                   % (X(x), T, X(x), T + ph))
+        out.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>'
+                   % (X(x), T + ph + 18, esc(hsize(x))))
+    for y in yt:
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>'
+                   % (L, Y(y), L + pw, Y(y)))
+        out.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>'
+                   % (L - 6, Y(y) + 4, esc(yfmt(y))))
+    out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" '
+               'stroke="#333"/>' % (L, T, pw, ph))
+    out.append('<text x="%.1f" y="%d" text-anchor="middle">message size '
+               '(bytes, log scale)</text>' % (L + pw / 2, H - 14))
+    out.append('<text transform="translate(18,%.1f) rotate(-90)" '
+               'text-anchor="middle">%s</text>' % (T + ph / 2, esc(ylabel)))
+    ly = T + 10
+    for name, color, dashed, s in series:
+        s = [(x, y) for x, y in s if x > 0 and y > 0]
+        if not s:
+            continue
+        dash = ' stroke-dasharray="6,4"' if dashed else ""
+        width = 3 if name == "baton" else 2
+        out.append('<polyline fill="none" stroke="%s" stroke-width="%d"%s '
+                   'points="%s"/>' % (color, width, dash, " ".join(
+                       "%.1f,%.1f" % (X(x), Y(y)) for x, y in s)))
+        for x, y in s:
+            out.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>'
+                       % (X(x), Y(y), color))
+        out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" '
+                   'stroke-width="%d"%s/>' % (L + pw + 16, ly, L + pw + 46, ly,
+                                               color, width, dash))
+        out.append('<text x="%d" y="%d">%s</text>'
+                   % (L + pw + 52, ly + 4, esc(LABEL.get(name, name))))
+        ly += 20
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return True
+
+
+def esc(s):
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def fmt_axis(v):
+    return ("%g" % v) if v < 1e4 else "%.0e" % v
+
+
+# ---------------------------------------------------------------- report
+
+def ring_model(part, sizes, baton, rate):
+    """Rows of the ring's model next to the measured time, or []."""
+    B = rate_bytes(rate)
+    n = int(re.sub(r"\D", "", part))
+    if B is None or not baton:
+        return [], None
+    small = min(baton)
+    alpha = baton[small] / (2 * (n - 1))  # us, from the smallest size
+    rows = []
+    for k in sizes:
+        if k not in baton:
+            continue
+        t_bw = 2 * (n - 1) / n * k / B * 1e6
+        t = t_bw + 2 * (n - 1) * alpha
+        rows.append((k, t_bw, t, baton[k], t / baton[k] * 100))
+    return rows, alpha
+
+
+def part_report(part, raw, base, rate, md):
+    runs, times, busbw, p99 = {}, {}, {}, {}
+    n = int(re.sub(r"\D", "", part))
+    for lib in LIBS:
+        _, results = load_run(os.path.join(raw, "%s.%s.json" % (part, lib)))
+        if results:
+            runs[lib] = results
+            times[lib] = {r["size"]: in_place(r)["time_us"] for r in results}
+            # From the time, not the printed busbw, which is rounded.
+            busbw[lib] = {s: s / (t * 1e-6) / 1e9 * 2 * (n - 1) / n
+                          for s, t in times[lib].items() if t > 0}
+            p99[lib] = {r["size"]: in_place(r)["p99_us"] for r in results}
+    md.append("## %s (`%s`)\n" % (PARTS[part], part))
+    if not runs:
+        md.append("No library produced figures here; see the status of the "
+                  "runs above.\n")
+        return
+    sizes = sorted({s for t in times.values() for s in t})
+    libs = [lib for lib in LIBS if lib in times]
+    peers = [lib for lib in libs if lib != "baton"]
+    head = ["size"] + ["%s (us)" % LABEL[lib] for lib in libs]
+    if "baton" in times:
+        head += ["baton p99 (us)"]
+    if "baton" in times and peers:
+        head += ["best peer", "baton / best peer"]
+    md.append("In-place time per call (the slowest rank's average); "
+              "baton / best peer = best peer's time / baton's time, so "
+              "above 1 baton is faster.\n")
+    md.append("| " + " | ".join(head) + " |")
+    md.append("|" + "|".join("---:" for _ in head) + "|")
+    for s in sizes:
+        row = [hsize(s)] + [fmt_us(times[lib].get(s)) for lib in libs]
+        if "baton" in times:
+            row.append(fmt_us(p99["baton"].get(s)))
+        if "baton" in times and peers:
+            best = [(times[p][s], p) for p in peers if times[p].get(s)]
+            b = times["baton"].get(s)
+            if best and b:
+                t, p = min(best)
+                row += [LABEL[p], "%.2f" % (t / b)]
+            else:
+                row += ["-", "-"]
+        md.append("| " + " | ".join(row) + " |")
+    md.append("")
+
+    model = []
+    if part.startswith("cluster"):
+        rows, alpha = ring_model(part, sizes, times.get("baton"), rate)
+        model = [(k, t) for k, _, t, _, _ in rows]
+        if rows:
+            md.append("The ring's model for baton here: T = 2(N-1)/N * K/B + "
+                      "2(N-1) * alpha, with B = %s = %.0f MB/s and alpha = "
+                      "%.1f us taken from baton's smallest size "
+                      "(T(%s) / 2(N-1)).\n" % (rate, rate_bytes(rate) / 1e6,
+                                               alpha, hsize(min(sizes))))
+            md.append("| K | 2(N-1)/N K/B (us) | model T (us) | measured (us) "
+                      "| model / measured |")
+            md.append("|---:|---:|---:|---:|---:|")
+            for k, t_bw, t, meas, pct in rows:
+                md.append("| %s | %s | %s | %s | %.0f%% |" % (
+                    hsize(k), fmt_us(t_bw), fmt_us(t), fmt_us(meas), pct))
+            md.append("")
+        else:
+            md.append("The ring's model T = 2(N-1)/N * K/B (+ 2(N-1) alpha) "
+                      "needs baton's figures on a shaped link; %s.\n" % (
+                          "baton did not run here" if "baton" not in times
+                          else "the links were unshaped"))
+            B = rate_bytes(rate)
+            if B:
+                md.append("For reference, the bandwidth term alone at N=%d "
+                          "and %s: %s.\n" % (n, rate, ", ".join(
+                              "%s: %s us" % (hsize(k), fmt_us(
+                                  2 * (n - 1) / n * k / B * 1e6))
+                              for k in sizes if k >= 1 << 20)))
+
+    name = os.path.basename(base)
+    series_t = [(lib, COLOR[lib], False, sorted(times[lib].items()))
+                for lib in libs]
+    if model:
+        series_t.append(("ring model", COLOR["model"], True, model))
+    series_b = [(lib, COLOR[lib], False,
+                 sorted((s, v) for s, v in busbw[lib].items() if s > 0))
+                for lib in libs]
+    title = "float32 sum allreduce, %s" % PARTS[part]
+    wrote = []
+    if svg_plot("%s-%s-busbw.svg" % (base, part), title,
+                "bus bandwidth (GB/s, log scale)", series_b, fmt_axis):
+        wrote.append("%s-%s-busbw.svg" % (name, part))
+    if svg_plot("%s-%s-time.svg" % (base, part), title,
+                "time per call (us, log scale)", series_t, fmt_axis):
+        wrote.append("%s-%s-time.svg" % (name, part))
+    for w in wrote:
+        md.append("![%s](%s)\n" % (w, w))
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit("usage: report.py RAW_DIR BASE RATE")
+    raw, base, rate = sys.argv[1:]
+    with open(os.path.join(raw, "machine.txt")) as f:
+        machine = [l.rstrip("\n") for l in f if l.strip()]
+    runs = []
+    with open(os.path.join(raw, "runs.tsv")) as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            if len(cols) == 4:
+                runs.append(cols)
+    md = ["# baton, Open MPI, MPICH and Gloo side by side\n",
+          "Made by `bench/compare.sh`; the raw output of every run is in "
+          "`%s/`.\n" % raw, "## The machine\n"]
+    md += ["- " + l for l in machine]
+    md.append("")
+    md.append("Every peer ran with `LD_PRELOAD` of Debian's "
+              "`libtcmalloc_minimal.so.4` (each run's header says so); baton "
+              "ran with glibc malloc. Gloo has no shared-memory transport: "
+              "in the shm parts it runs over loopback TCP. Times are of the "
+              "in-place group, the slowest rank's average per call "
+              "(nccl-tests); busbw = size / time * 2(N-1)/N.\n")
+    md.append("## The runs\n")
+    md.append("| part | library | status | command |")
+    md.append("|---|---|---|---|")
+    for part, lib, status, cmd in runs:
+        md.append("| %s | %s | %s | %s |" % (part, lib, status.replace(
+            "|", "/"), ("`%s`" % cmd.replace("|", "/")) if cmd else ""))
+    md.append("")
+    parts = []
+    for part, _, _, _ in runs:
+        if part in PARTS and part not in parts:
+            parts.append(part)
+    for part in parts:
+        part_report(part, raw, base, rate, md)
+    with open(base + ".md", "w") as f:
+        f.write("\n".join(md) + "\n")
+
+
+if __name__ == "__main__":
+    main()
