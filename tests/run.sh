@@ -12,7 +12,8 @@
 # present; test_fault (a peer that dies or stalls); test_install.sh and
 # test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
 # cores), each also through the ring with 256-byte segments, and once with
-# the flat algorithm for every size; test_api at 1 and 2 ranks. Then the
+# the flat algorithm for every size; test_api at 1 and 2 ranks;
+# test_bench.sh (baton-bench and the peers). Then the
 # sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
 # the quick collective sweeps and the API test run again under ASan+UBSan
 # with leak detection.
@@ -115,6 +116,9 @@ run "test_fault stall" 1 env BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 "$BUILD
 # pkg-config, run at 1..8 ranks. And the README's knob table is current.
 run "test_install.sh" 1 env BUILD="$BUILD" bash tests/test_install.sh
 run "test_readme.sh" 1 env BUILD="$BUILD" bash tests/test_readme.sh
+# baton-bench's --check for every collective it has, its flags and errors;
+# the peers too where bench/Makefile.peers built them.
+run "test_bench.sh" 1 env BUILD="$BUILD" bash tests/test_bench.sh
 
 if [ "${BATON_SKIP_SAN:-0}" = 1 ]; then
   echo "SKIP            sanitizer pass (BATON_SKIP_SAN=1)"
