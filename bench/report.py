@@ -168,6 +168,13 @@ def fmt_axis(v):
     return ("%g" % v) if v < 1e4 else "%.0e" % v
 
 
+def fmt_time_axis(us):
+    for unit, div in (("s", 1e6), ("ms", 1e3), ("us", 1)):
+        if us >= div:
+            return "%g %s" % (us / div, unit)
+    return "%g us" % us
+
+
 # ---------------------------------------------------------------- report
 
 def ring_model(part, sizes, baton, rate):
@@ -186,6 +193,44 @@ def ring_model(part, sizes, baton, rate):
         t = t_bw + 2 * (n - 1) * alpha
         rows.append((k, t_bw, t, baton[k], t / baton[k] * 100))
     return rows, alpha
+
+
+def model_section(part, sizes, times, rate, md):
+    """The ring's model beside baton's time (and Gloo's ring, itself a
+    ring); returns baton's model curve (or Gloo's when baton is absent)."""
+    n = int(re.sub(r"\D", "", part))
+    B = rate_bytes(rate)
+    if B is None:
+        md.append("The links were unshaped: no link rate B for the ring's "
+                  "model.\n")
+        return []
+    curve = []
+    rings = [lib for lib in ("baton", "gloo-ring") if lib in times]
+    if not rings:
+        md.append("Neither baton nor Gloo's ring ran here: no measurement "
+                  "to set beside the ring's model.\n")
+        return []
+    md.append("The ring's model: T = 2(N-1)/N * K/B + 2(N-1) * alpha, with "
+              "N = %d, B = %s = %.0f MB/s per link and direction, alpha "
+              "taken from the same library's smallest size (T(%s) / "
+              "2(N-1)); model / measured is the share of the model's speed "
+              "reached.\n" % (n, rate, B / 1e6, hsize(min(sizes))))
+    for lib in rings:
+        rows, alpha = ring_model(part, sizes, times[lib], rate)
+        if not rows:
+            continue
+        md.append("%s (alpha = %.1f us):\n" % (LABEL[lib], alpha))
+        md.append("| K | 2(N-1)/N K/B (us) | model T (us) | measured (us) "
+                  "| model / measured |")
+        md.append("|---:|---:|---:|---:|---:|")
+        for k, t_bw, t, meas, pct in rows:
+            md.append("| %s | %s | %s | %s | %.0f%% |" % (
+                hsize(k), fmt_us(t_bw), fmt_us(t), fmt_us(meas), pct))
+        md.append("")
+        if not curve:
+            curve = [("ring model, alpha of " + LABEL[lib], k, t)
+                     for k, _, t, _, _ in rows]
+    return curve
 
 
 def part_report(part, raw, base, rate, md):
@@ -235,39 +280,14 @@ def part_report(part, raw, base, rate, md):
 
     model = []
     if part.startswith("cluster"):
-        rows, alpha = ring_model(part, sizes, times.get("baton"), rate)
-        model = [(k, t) for k, _, t, _, _ in rows]
-        if rows:
-            md.append("The ring's model for baton here: T = 2(N-1)/N * K/B + "
-                      "2(N-1) * alpha, with B = %s = %.0f MB/s and alpha = "
-                      "%.1f us taken from baton's smallest size "
-                      "(T(%s) / 2(N-1)).\n" % (rate, rate_bytes(rate) / 1e6,
-                                               alpha, hsize(min(sizes))))
-            md.append("| K | 2(N-1)/N K/B (us) | model T (us) | measured (us) "
-                      "| model / measured |")
-            md.append("|---:|---:|---:|---:|---:|")
-            for k, t_bw, t, meas, pct in rows:
-                md.append("| %s | %s | %s | %s | %.0f%% |" % (
-                    hsize(k), fmt_us(t_bw), fmt_us(t), fmt_us(meas), pct))
-            md.append("")
-        else:
-            md.append("The ring's model T = 2(N-1)/N * K/B (+ 2(N-1) alpha) "
-                      "needs baton's figures on a shaped link; %s.\n" % (
-                          "baton did not run here" if "baton" not in times
-                          else "the links were unshaped"))
-            B = rate_bytes(rate)
-            if B:
-                md.append("For reference, the bandwidth term alone at N=%d "
-                          "and %s: %s.\n" % (n, rate, ", ".join(
-                              "%s: %s us" % (hsize(k), fmt_us(
-                                  2 * (n - 1) / n * k / B * 1e6))
-                              for k in sizes if k >= 1 << 20)))
+        model = model_section(part, sizes, times, rate, md)
 
     name = os.path.basename(base)
     series_t = [(lib, COLOR[lib], False, sorted(times[lib].items()))
                 for lib in libs]
     if model:
-        series_t.append(("ring model", COLOR["model"], True, model))
+        series_t.append((model[0][0], COLOR["model"], True,
+                         [(k, t) for _, k, t in model]))
     series_b = [(lib, COLOR[lib], False,
                  sorted((s, v) for s, v in busbw[lib].items() if s > 0))
                 for lib in libs]
@@ -277,7 +297,7 @@ def part_report(part, raw, base, rate, md):
                 "bus bandwidth (GB/s, log scale)", series_b, fmt_axis):
         wrote.append("%s-%s-busbw.svg" % (name, part))
     if svg_plot("%s-%s-time.svg" % (base, part), title,
-                "time per call (us, log scale)", series_t, fmt_axis):
+                "time per call (log scale)", series_t, fmt_time_axis):
         wrote.append("%s-%s-time.svg" % (name, part))
     for w in wrote:
         md.append("![%s](%s)\n" % (w, w))
