@@ -253,7 +253,7 @@ mkdir -p "$RAW"
   echo "gloo: $(dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo none)"
   echo "tcmalloc: $TCMALLOC ($(dpkg-query -W -f='${Version}' libtcmalloc-minimal4 2>/dev/null))"
   echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "rate: $RATE"
+  echo "emulated cluster: $CLUSTER$([ -x "$CLUSTER" ] || echo ' (missing)'), links $RATE"
   echo "options: warmup $WARMUP iters $ITERS quick $QUICK timeout $TIMEOUT"
 } > "$RAW/machine.txt"
 
