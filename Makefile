@@ -67,6 +67,12 @@ test: all
 demo: all
 	$(BUILD)/bin/baton-run -n 4 $(BUILD)/examples/allreduce_demo 64
 
+# baton next to Open MPI, MPICH and Gloo (docs/performance.md): installs the
+# peers with apt when missing, builds them, runs bench/compare.sh.
+compare: all
+	$(MAKE) -f bench/Makefile.peers BUILD=$(BUILD)
+	bench/compare.sh
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/baton.h $(DESTDIR)$(PREFIX)/include/
@@ -78,4 +84,4 @@ install: all
 clean:
 	rm -rf build build-asan
 
-.PHONY: all test demo install clean
+.PHONY: all test demo compare install clean
