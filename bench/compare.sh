@@ -25,7 +25,9 @@
 # Options:
 #   --parts "shm2 shm4 tcp2 cluster4 cluster8"   which parts to run
 #   --libs "baton openmpi mpich gloo"            which libraries to run
-#   --quick        smaller sizes and fewer calls (about a minute per part)
+#   --quick        smaller sizes (about half a minute per part)
+#   --reps R       run every library R times, alternating, and report the
+#                  best time of the R runs at each size (default 1)
 #   -w W -n N      warm-up and timed calls per size (default 3 and 10)
 #   --rate RATE    link rate of the emulated cluster (default 1gbit)
 #   --timeout S    seconds one library's run may take (default 240); it is
@@ -50,6 +52,8 @@ ITERS=10
 RATE=1gbit
 TIMEOUT=240
 LINGER=15
+REPS=1
+REP=1 # the repetition running now
 BUILD=${BUILD:-build}
 CLUSTER=${CLUSTER:-scripts/cluster.sh}
 TCMALLOC=${TCMALLOC:-/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4}
@@ -64,6 +68,7 @@ while [ $# -gt 0 ]; do
     --parts) PARTS=$2; shift 2 ;;
     --libs) LIBS=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --reps) REPS=$2; shift 2 ;;
     -w) WARMUP=$2; shift 2 ;;
     -n) ITERS=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
@@ -74,7 +79,7 @@ while [ $# -gt 0 ]; do
     *) die "unknown argument '$1' (try --help)" ;;
   esac
 done
-for v in "$WARMUP" "$ITERS" "$TIMEOUT"; do
+for v in "$WARMUP" "$ITERS" "$TIMEOUT" "$REPS"; do
   [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a whole number"
 done
 for p in $PARTS; do
@@ -110,22 +115,22 @@ as_root() { [ "$(id -u)" = 0 ] && echo "--allow-run-as-root"; }
 
 baton_has_tcp() { "$BATON_BENCH" --params | grep -q '^BATON_TRANSPORT '; }
 
-# One library's run of one part: its JSON in $RAW/<part>.<lib>.json, its
-# stderr in .log, and a line "part lib status command" in $RAW/runs.tsv.
+# One library's run of one part: its JSON in $RAW/<part>.<lib>.r<rep>.json,
+# its stderr in .log, and a line "part lib status command" in runs.tsv.
 run_lib() { # part lib command...
-  local part=$1 lib=$2 rc=0 t0
+  local part=$1 lib=$2 rc=0 t0 out
   shift 2
   case " $LIBS " in *" ${lib%%-*} "*) ;; *) return 0 ;; esac
-  say "$part: $lib ..."
-  printf '%s\n' "$*" > "$RAW/$part.$lib.cmd"
+  say "$part: $lib (run $REP of $REPS) ..."
+  out=$RAW/$part.$lib.r$REP
   t0=$(date +%s)
-  timeout -k 10 "$TIMEOUT" "$@" > "$RAW/$part.$lib.json" 2> "$RAW/$part.$lib.log" &
+  timeout -k 10 "$TIMEOUT" "$@" > "$out.json" 2> "$out.log" &
   local pid=$! done_at=
   # MPICH over UCX/TCP between namespaces has been seen to hang in
   # MPI_Finalize after its last line: a run whose output is complete gets
   # LINGER seconds to exit and is then stopped.
   while kill -0 $pid 2>/dev/null; do
-    if [ -z "$done_at" ] && grep -q '"avg_busbw"' "$RAW/$part.$lib.json" 2>/dev/null; then
+    if [ -z "$done_at" ] && grep -q '"avg_busbw"' "$out.json" 2>/dev/null; then
       done_at=$(date +%s)
     elif [ -n "$done_at" ] && [ $(($(date +%s) - done_at)) -ge "$LINGER" ]; then
       pkill -TERM -P $pid 2>/dev/null; sleep 2; pkill -KILL -P $pid 2>/dev/null
@@ -138,14 +143,15 @@ run_lib() { # part lib command...
   if [ -n "$done_at" ] && [ $rc != 0 ]; then
     status="ok, but it did not exit within $LINGER s of its last line and was stopped"
   elif [ $rc = 124 ] || [ $rc = 137 ]; then
-    status="killed after ${TIMEOUT} s ($(grep -c '^ *{"size"' "$RAW/$part.$lib.json") sizes done)"
-  elif [ $rc != 0 ]; then status="failed (exit $rc): $(grep -v '^$' "$RAW/$part.$lib.log" | tail -1 | cut -c1-160)"
+    status="killed after ${TIMEOUT} s ($(grep -c '^ *{"size"' "$out.json") sizes done)"
+  elif [ $rc != 0 ]; then status="failed (exit $rc): $(grep -v '^$' "$out.log" | tail -1 | cut -c1-160)"
   fi
-  printf '%s\t%s\t%s\t%s\n' "$part" "$lib" "$status" "$*" >> "$RAW/runs.tsv"
+  printf '%s\t%s\t%s\t%s\n' "$part" "$lib r$REP" "$status" "$*" >> "$RAW/runs.tsv"
   say "$part: $lib $status ($(($(date +%s) - t0)) s)"
 }
 skip_lib() { # part lib why
   case " $LIBS all " in *" ${2%%-*} "*) ;; *) return 0 ;; esac
+  [ "$REP" = 1 ] || return 0
   printf '%s\t%s\t%s\t%s\n' "$1" "$2" "skipped: $3" "" >> "$RAW/runs.tsv"
   say "$1: $2 skipped: $3"
 }
@@ -227,7 +233,9 @@ part_cluster() { # cluster4 | cluster8
 }
 
 if [ -n "$IN_CLUSTER" ]; then
-  part_cluster "$IN_CLUSTER"
+  for REP in $(seq 1 "$REPS"); do
+    part_cluster "$IN_CLUSTER"
+  done
   exit 0
 fi
 
@@ -254,12 +262,12 @@ mkdir -p "$RAW"
   echo "tcmalloc: $TCMALLOC ($(dpkg-query -W -f='${Version}' libtcmalloc-minimal4 2>/dev/null))"
   echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "emulated cluster: $CLUSTER$([ -x "$CLUSTER" ] || echo ' (missing)'), links $RATE"
-  echo "options: warmup $WARMUP iters $ITERS quick $QUICK timeout $TIMEOUT"
+  echo "options: warmup $WARMUP iters $ITERS reps $REPS quick $QUICK timeout $TIMEOUT"
 } > "$RAW/machine.txt"
 
 for part in $PARTS; do
   case "$part" in
-    shm*|tcp*) part_local "$part" ;;
+    shm*|tcp*) for REP in $(seq 1 "$REPS"); do part_local "$part"; done ;;
     cluster*)
       h=$(ranks_of "$part")
       if [ ! -x "$CLUSTER" ]; then
@@ -268,7 +276,8 @@ for part in $PARTS; do
         skip_lib "$part" all "the emulated cluster needs root"
       else
         "$CLUSTER" with "$h" --rate "$RATE" -- "$ROOT/bench/compare.sh" --in-cluster "$part" "$RAW" \
-          --timeout "$TIMEOUT" -w "$WARMUP" -n "$ITERS" --libs-in "$LIBS" $([ "$QUICK" = 1 ] && echo --quick) ||
+          --timeout "$TIMEOUT" -w "$WARMUP" -n "$ITERS" --reps "$REPS" --libs-in "$LIBS" \
+          $([ "$QUICK" = 1 ] && echo --quick) ||
           skip_lib "$part" all "$CLUSTER with $h failed (exit $?)"
       fi
       ;;

@@ -3,8 +3,9 @@
 
     python3 bench/report.py RAW_DIR BASE RATE
 
-RAW_DIR holds machine.txt, runs.tsv and one <part>.<lib>.json per run (the
---json output of baton-bench and of the peers). Writes BASE.md (the
+RAW_DIR holds machine.txt, runs.tsv and one <part>.<lib>.r<rep>.json per
+run (the --json output of baton-bench and of the peers); with several
+repetitions each size takes the best (lowest) time of them. Writes BASE.md (the
 machine, the commands, a table per part with baton / best peer) and, per
 part, BASE-<part>-busbw.svg and BASE-<part>-time.svg: log-log plots with
 one line per library. Standard library only, so that it runs wherever
@@ -15,6 +16,7 @@ The figures are those of the in-place group, which every library has
 timeout leaves a JSON document without its end; the sizes it finished are
 still read, one per line.
 """
+import glob
 import json
 import math
 import os
@@ -57,6 +59,21 @@ def load_run(path):
 
 def in_place(r):
     return r.get("in_place") or r.get("out_of_place")
+
+
+def load_best(raw, part, lib):
+    """{size: in-place figures} with the lowest time over the repetitions,
+    and how many runs gave figures."""
+    best, nruns = {}, 0
+    for path in sorted(glob.glob(os.path.join(raw, "%s.%s.r*.json"
+                                              % (part, lib)))):
+        _, results = load_run(path)
+        nruns += bool(results)
+        for r in results:
+            g = in_place(r)
+            if r["size"] not in best or g["time_us"] < best[r["size"]]["time_us"]:
+                best[r["size"]] = g
+    return best, nruns
 
 
 def rate_bytes(rate):
@@ -237,14 +254,14 @@ def part_report(part, raw, base, rate, md):
     runs, times, busbw, p99 = {}, {}, {}, {}
     n = int(re.sub(r"\D", "", part))
     for lib in LIBS:
-        _, results = load_run(os.path.join(raw, "%s.%s.json" % (part, lib)))
-        if results:
-            runs[lib] = results
-            times[lib] = {r["size"]: in_place(r)["time_us"] for r in results}
+        best, nruns = load_best(raw, part, lib)
+        if best:
+            runs[lib] = nruns
+            times[lib] = {s: g["time_us"] for s, g in best.items()}
             # From the time, not the printed busbw, which is rounded.
             busbw[lib] = {s: s / (t * 1e-6) / 1e9 * 2 * (n - 1) / n
                           for s, t in times[lib].items() if t > 0}
-            p99[lib] = {r["size"]: in_place(r)["p99_us"] for r in results}
+            p99[lib] = {s: g["p99_us"] for s, g in best.items()}
     md.append("## %s (`%s`)\n" % (PARTS[part], part))
     if not runs:
         md.append("No library produced figures here; see the status of the "
@@ -258,9 +275,11 @@ def part_report(part, raw, base, rate, md):
         head += ["baton p99 (us)"]
     if "baton" in times and peers:
         head += ["best peer", "baton / best peer"]
-    md.append("In-place time per call (the slowest rank's average); "
+    most = max(runs.values())
+    md.append("In-place time per call (the slowest rank's average%s); "
               "baton / best peer = best peer's time / baton's time, so "
-              "above 1 baton is faster.\n")
+              "above 1 baton is faster.\n" % (
+                  ", best of %d runs" % most if most > 1 else ""))
     md.append("| " + " | ".join(head) + " |")
     md.append("|" + "|".join("---:" for _ in head) + "|")
     for s in sizes:
