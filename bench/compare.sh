@@ -32,6 +32,7 @@
 #   --rate RATE    link rate of the emulated cluster (default 1gbit)
 #   --timeout S    seconds one library's run may take (default 240); it is
 #                  killed after that, and the table says so
+#   --out DIR      where the report goes (default bench/results)
 #
 # Every peer runs with LD_PRELOAD of Debian's libtcmalloc_minimal.so.4: on
 # small virtual machines a page fault costs about 12 us and glibc returns
@@ -52,6 +53,7 @@ ITERS=10
 RATE=1gbit
 TIMEOUT=240
 LINGER=15
+OUTDIR=bench/results
 REPS=1
 REP=1 # the repetition running now
 BUILD=${BUILD:-build}
@@ -73,9 +75,10 @@ while [ $# -gt 0 ]; do
     -n) ITERS=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
+    --out) OUTDIR=$2; shift 2 ;;
     --in-cluster) IN_CLUSTER=$2; RAW=$3; shift 3 ;;
     --libs-in) LIBS=$2; shift 2 ;; # internal: --libs, passed on
-    -h|--help) sed -n '2,37s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -uo/s/^# \{0,1\}//p' "$0" | grep -v '^set -uo'; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
 done
@@ -97,7 +100,6 @@ NETNS_RSH=$ROOT/bench/peers/netns-rsh
 NPROC=$(nproc)
 [ -x "$BATON_BENCH" ] && [ -x "$BATON_RUN" ] || die "$BATON_BENCH missing: run make"
 command -v python3 >/dev/null || die "python3 missing (apt-get install -y python3): it writes the report"
-[ -e "$TCMALLOC" ] || die "$TCMALLOC missing: make -f bench/Makefile.peers installs libtcmalloc-minimal4"
 
 # Sizes 8 B * 4^k: shared memory up to 32 MiB; TCP and the 1 Gbit/s
 # cluster to 8 MiB, where a call already takes 120 ms at N=8.
@@ -157,8 +159,14 @@ skip_lib() { # part lib why
 }
 
 peer_ready() { # part lib binary
-  [ -x "$3" ] && return 0
-  skip_lib "$1" "$2" "$3 missing (make -f bench/Makefile.peers)"
+  case " $LIBS " in *" ${2%%-*} "*) ;; *) return 1 ;; esac
+  if [ ! -x "$3" ]; then
+    skip_lib "$1" "$2" "$3 missing (make -f bench/Makefile.peers)"
+  elif [ ! -e "$TCMALLOC" ]; then
+    skip_lib "$1" "$2" "$TCMALLOC missing (make -f bench/Makefile.peers installs libtcmalloc-minimal4)"
+  else
+    return 0
+  fi
   return 1
 }
 
@@ -242,8 +250,8 @@ fi
 # ------------------------------------------------------------------ main
 
 STAMP=$(date +%Y-%m-%d-%H%M%S)
-mkdir -p bench/results
-BASE=bench/results/compare-$STAMP
+mkdir -p "$OUTDIR" || die "--out $OUTDIR: cannot create it"
+BASE=$OUTDIR/compare-$STAMP
 RAW=$BASE.raw
 mkdir -p "$RAW"
 : > "$RAW/runs.tsv"

@@ -115,6 +115,31 @@ else
   expect_error "-a without BATON_ALGO in this build" "does not read BATON_ALGO" "$RUN" -n 2 "$BENCH" -a ring
 fi
 
+# ------------------------------------------------------ compare.sh
+# The report from a tiny run of baton alone: a table, plots that parse as
+# SVG, and a part this tree lacks skipped with its reason, not failed.
+if command -v python3 >/dev/null; then
+  dir=$(mktemp -d)
+  if CLUSTER=/nonexistent/cluster.sh bash bench/compare.sh --parts "shm2 cluster4" --libs baton \
+       --quick -w 0 -n 1 --timeout 60 --out "$dir" >"$out" 2>&1 &&
+     md=$(ls "$dir"/compare-*.md) &&
+     grep -q '^| 8 B | [0-9.]* | [0-9.]* |$' "$md" &&
+     grep -q '| cluster4 | all | skipped: /nonexistent/cluster.sh is not in this tree' "$md" &&
+     python3 -c 'import sys, xml.etree.ElementTree as ET
+for f in sys.argv[1:]:
+    root = ET.parse(f).getroot()
+    assert root.tag.endswith("svg") and len(root.findall(".//{http://www.w3.org/2000/svg}polyline")) == 1, f' \
+       "$dir"/compare-*-shm2-busbw.svg "$dir"/compare-*-shm2-time.svg; then
+    ok "compare.sh: report, plots, and a missing part skipped"
+  else
+    bad "compare.sh"
+    sed 's/^/  | /' "$dir"/compare-*.md 2>/dev/null | head -40
+  fi
+  rm -rf "$dir"
+else
+  echo "skip: compare.sh writes its report with python3, which is not installed"
+fi
+
 # --------------------------------------------------------------- peers
 # Built by `make -f bench/Makefile.peers`; skipped where they are not.
 as_root=; [ "$(id -u)" = 0 ] && as_root=--allow-run-as-root
