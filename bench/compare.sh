@@ -3,7 +3,8 @@
 #
 #   make && make -f bench/Makefile.peers && bench/compare.sh [options]
 #
-# float32 sum allreduce, in-place group (every library has it), on:
+# float32 sum allreduce (or --coll), in-place group (every library has
+# it), on:
 #   shm2, shm4     shared memory, N=2 and N=4 (Gloo has no shared-memory
 #                  transport: it runs over loopback TCP there too)
 #   tcp2           loopback TCP, N=2: BATON_TRANSPORT=tcp, Open MPI's tcp
@@ -33,6 +34,8 @@
 #   --timeout S    seconds one library's run may take (default 240); it is
 #                  killed after that, and the table says so
 #   --out DIR      where the report goes (default bench/results)
+#   --coll NAME    allgather, broadcast, reduce_scatter ... instead of
+#                  allreduce; a library without it is skipped
 #
 # Every peer runs with LD_PRELOAD of Debian's libtcmalloc_minimal.so.4: on
 # small virtual machines a page fault costs about 12 us and glibc returns
@@ -54,6 +57,7 @@ RATE=1gbit
 TIMEOUT=240
 LINGER=15
 OUTDIR=bench/results
+COLL=allreduce
 REPS=1
 REP=1 # the repetition running now
 BUILD=${BUILD:-build}
@@ -76,6 +80,7 @@ while [ $# -gt 0 ]; do
     --rate) RATE=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
+    --coll) COLL=$2; shift 2 ;;
     --in-cluster) IN_CLUSTER=$2; RAW=$3; shift 3 ;;
     --libs-in) LIBS=$2; shift 2 ;; # internal: --libs, passed on
     -h|--help) sed -n '2,/^set -uo/s/^# \{0,1\}//p' "$0" | grep -v '^set -uo'; exit 0 ;;
@@ -85,6 +90,9 @@ done
 for v in "$WARMUP" "$ITERS" "$TIMEOUT" "$REPS"; do
   [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a whole number"
 done
+case " allreduce reduce_scatter allgather broadcast reduce alltoall gather scatter " in
+  *" $COLL "*) ;; *) die "--coll $COLL: not a collective baton-bench knows" ;;
+esac
 for p in $PARTS; do
   case "$p" in shm2|shm4|tcp2|cluster4|cluster8) ;; *)
     die "--parts: unknown part '$p' (shm2 shm4 tcp2 cluster4 cluster8)" ;;
@@ -110,12 +118,22 @@ sizes_of() { # part
   echo "-b 8 -e $big -f 4"
 }
 args_of() { # part
-  echo "-c allreduce -d float32 -o sum $(sizes_of "$1") -w $WARMUP -n $ITERS --json"
+  echo "-c $COLL -d float32 -o sum $(sizes_of "$1") -w $WARMUP -n $ITERS --json"
 }
 ranks_of() { echo "${1//[a-z]/}"; }
 as_root() { [ "$(id -u)" = 0 ] && echo "--allow-run-as-root"; }
 
 baton_has_tcp() { "$BATON_BENCH" --params | grep -q '^BATON_TRANSPORT '; }
+
+# baton-bench refuses a collective this build lacks; that is a skip.
+baton_ready() { # part
+  local why
+  case " $LIBS " in *" baton "*) ;; *) return 1 ;; esac
+  if ! why=$("$BATON_BENCH" -c "$COLL" --params 2>&1 >/dev/null); then
+    skip_lib "$1" baton "$(printf '%s' "$why" | tail -1 | sed 's/^baton-bench \[-1\]: //')"
+    return 1
+  fi
+}
 
 # One library's run of one part: its JSON in $RAW/<part>.<lib>.r<rep>.json,
 # its stderr in .log, and a line "part lib status command" in runs.tsv.
@@ -146,7 +164,7 @@ run_lib() { # part lib command...
     status="ok, but it did not exit within $LINGER s of its last line and was stopped"
   elif [ $rc = 124 ] || [ $rc = 137 ]; then
     status="killed after ${TIMEOUT} s ($(grep -c '^ *{"size"' "$out.json") sizes done)"
-  elif [ $rc != 0 ]; then status="failed (exit $rc): $(grep -v '^$' "$out.log" | tail -1 | cut -c1-160)"
+  elif [ $rc != 0 ]; then status="failed (exit $rc): $(grep -v '^$' "$out.log" | head -1 | cut -c1-160)"
   fi
   printf '%s\t%s\t%s\t%s\n' "$part" "$lib r$REP" "$status" "$*" >> "$RAW/runs.tsv"
   say "$part: $lib $status ($(($(date +%s) - t0)) s)"
@@ -159,8 +177,12 @@ skip_lib() { # part lib why
 }
 
 peer_ready() { # part lib binary
+  local why
   case " $LIBS " in *" ${2%%-*} "*) ;; *) return 1 ;; esac
-  if [ ! -x "$3" ]; then
+  # The MPIs have every collective; Gloo's harness says which it lacks.
+  if [ "${2%%-*}" = gloo ] && [ -x "$3" ] && ! why=$("$3" -c "$COLL" --help 2>&1 >/dev/null); then
+    skip_lib "$1" "$2" "$(printf '%s' "$why" | tail -1 | sed 's/^gloo_bench \[-1\]: //')"
+  elif [ ! -x "$3" ]; then
     skip_lib "$1" "$2" "$3 missing (make -f bench/Makefile.peers)"
   elif [ ! -e "$TCMALLOC" ]; then
     skip_lib "$1" "$2" "$TCMALLOC missing (make -f bench/Makefile.peers installs libtcmalloc-minimal4)"
@@ -172,14 +194,17 @@ peer_ready() { # part lib binary
 
 # Gloo under baton-run's launcher (it reads BATON_RANK and BATON_SIZE),
 # with a fresh FileStore directory per run.
+# Allreduce twice, ring and halving-doubling; the others have one algorithm.
 gloo_runs() { # part n launcher... (the launcher ends with its "--")
-  local part=$1 n=$2 store algo
+  local part=$1 n=$2 store variant algos="ring hd"
   shift 2
-  peer_ready "$part" gloo-ring "$GLOO_BENCH" || return 0
-  for algo in ring hd; do
+  [ "$COLL" = allreduce ] || algos=
+  peer_ready "$part" gloo "$GLOO_BENCH" || return 0
+  for variant in ${algos:-one}; do
     store=$(mktemp -d "$RAW/gloo-store.XXXX")
-    run_lib "$part" "gloo-$algo" "$@" env LD_PRELOAD="$TCMALLOC" "$GLOO_BENCH" \
-      --store "$store" --host "${GLOO_HOST:-127.0.0.1}" --timeout "$TIMEOUT" -a "$algo" $(args_of "$part")
+    run_lib "$part" "gloo${algos:+-$variant}" "$@" env LD_PRELOAD="$TCMALLOC" "$GLOO_BENCH" \
+      --store "$store" --host "${GLOO_HOST:-127.0.0.1}" --timeout "$TIMEOUT" \
+      ${algos:+-a $variant} $(args_of "$part")
     rm -rf "$store"
   done
 }
@@ -193,7 +218,9 @@ part_local() { # shm2 | shm4 | tcp2
     btl="tcp,self --mca btl_tcp_if_include lo"
     mpich_env=(-env MPIR_CVAR_NOLOCAL 1 -env UCX_TLS tcp,self -env UCX_NET_DEVICES lo)
   fi
-  if [ $transport = shm ]; then
+  if ! baton_ready "$part"; then
+    :
+  elif [ $transport = shm ]; then
     run_lib "$part" baton "$BATON_RUN" -n "$n" --timeout "$TIMEOUT" -- "$BATON_BENCH" $(args_of "$part")
   elif baton_has_tcp; then
     run_lib "$part" baton env BATON_TRANSPORT=tcp "$BATON_RUN" -n "$n" --timeout "$TIMEOUT" -- \
@@ -217,7 +244,9 @@ part_cluster() { # cluster4 | cluster8
   local part=$1 h hosts
   h=$(ranks_of "$part")
   hosts=$(seq -s, -f "198.18.0.%g" 1 "$h")
-  if baton_has_tcp; then
+  if ! baton_ready "$part"; then
+    :
+  elif baton_has_tcp; then
     run_lib "$part" baton env BATON_TRANSPORT=tcp "$CLUSTER" launch -n "$h" --ppn 1 \
       --timeout "$TIMEOUT" -- "$BATON_BENCH" $(args_of "$part")
   else

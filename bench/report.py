@@ -23,11 +23,13 @@ import os
 import re
 import sys
 
-LIBS = ["baton", "openmpi", "mpich", "gloo-ring", "gloo-hd"]
+LIBS = ["baton", "openmpi", "mpich", "gloo", "gloo-ring", "gloo-hd"]
 LABEL = {"baton": "baton", "openmpi": "Open MPI", "mpich": "MPICH",
-         "gloo-ring": "Gloo ring", "gloo-hd": "Gloo halving-doubling"}
+         "gloo": "Gloo", "gloo-ring": "Gloo ring",
+         "gloo-hd": "Gloo halving-doubling"}
 COLOR = {"baton": "#d62728", "openmpi": "#1f77b4", "mpich": "#2ca02c",
-         "gloo-ring": "#9467bd", "gloo-hd": "#ff7f0e", "model": "#555555"}
+         "gloo": "#9467bd", "gloo-ring": "#9467bd", "gloo-hd": "#ff7f0e",
+         "model": "#555555"}
 PARTS = {"shm2": "shared memory, N=2", "shm4": "shared memory, N=4",
          "tcp2": "loopback TCP, N=2",
          "cluster4": "emulated cluster, 4 hosts x 1 rank",
@@ -61,13 +63,27 @@ def in_place(r):
     return r.get("in_place") or r.get("out_of_place")
 
 
+# nccl-tests' bus bandwidth factors, as tools/bench_common.h has them.
+def bus_factor(coll, n):
+    if coll == "allreduce":
+        return 2.0 * (n - 1) / n
+    if coll in ("broadcast", "reduce"):
+        return 1.0
+    return (n - 1) / n
+
+
+COLLECTIVE = ["allreduce"]  # of this run, from the first JSON header seen
+
+
 def load_best(raw, part, lib):
     """{size: in-place figures} with the lowest time over the repetitions,
     and how many runs gave figures."""
     best, nruns = {}, 0
     for path in sorted(glob.glob(os.path.join(raw, "%s.%s.r*.json"
                                               % (part, lib)))):
-        _, results = load_run(path)
+        head, results = load_run(path)
+        if head and head.get("collective"):
+            COLLECTIVE[0] = head["collective"]
         nruns += bool(results)
         for r in results:
             g = in_place(r)
@@ -259,8 +275,8 @@ def part_report(part, raw, base, rate, md):
             runs[lib] = nruns
             times[lib] = {s: g["time_us"] for s, g in best.items()}
             # From the time, not the printed busbw, which is rounded.
-            busbw[lib] = {s: s / (t * 1e-6) / 1e9 * 2 * (n - 1) / n
-                          for s, t in times[lib].items() if t > 0}
+            busbw[lib] = {s: s / (t * 1e-6) / 1e9 * bus_factor(
+                COLLECTIVE[0], n) for s, t in times[lib].items() if t > 0}
             p99[lib] = {s: g["p99_us"] for s, g in best.items()}
     md.append("## %s (`%s`)\n" % (PARTS[part], part))
     if not runs:
@@ -298,7 +314,7 @@ def part_report(part, raw, base, rate, md):
     md.append("")
 
     model = []
-    if part.startswith("cluster"):
+    if part.startswith("cluster") and COLLECTIVE[0] == "allreduce":
         model = model_section(part, sizes, times, rate, md)
 
     name = os.path.basename(base)
@@ -310,7 +326,9 @@ def part_report(part, raw, base, rate, md):
     series_b = [(lib, COLOR[lib], False,
                  sorted((s, v) for s, v in busbw[lib].items() if s > 0))
                 for lib in libs]
-    title = "float32 sum allreduce, %s" % PARTS[part]
+    title = "float32 %s, %s" % (
+        "sum allreduce" if COLLECTIVE[0] == "allreduce" else COLLECTIVE[0],
+        PARTS[part])
     wrote = []
     if svg_plot("%s-%s-busbw.svg" % (base, part), title,
                 "bus bandwidth (GB/s, log scale)", series_b, fmt_axis):
@@ -326,6 +344,12 @@ def main():
     if len(sys.argv) != 4:
         sys.exit("usage: report.py RAW_DIR BASE RATE")
     raw, base, rate = sys.argv[1:]
+    coll = "allreduce"
+    for path in sorted(glob.glob(os.path.join(raw, "*.json"))):
+        head, _ = load_run(path)
+        if head and head.get("collective"):
+            coll = COLLECTIVE[0] = head["collective"]
+            break
     with open(os.path.join(raw, "machine.txt")) as f:
         machine = [l.rstrip("\n") for l in f if l.strip()]
     runs = []
@@ -334,7 +358,7 @@ def main():
             cols = line.rstrip("\n").split("\t")
             if len(cols) == 4:
                 runs.append(cols)
-    md = ["# baton, Open MPI, MPICH and Gloo side by side\n",
+    md = ["# baton, Open MPI, MPICH and Gloo side by side: %s\n" % coll,
           "Made by `bench/compare.sh`; the raw output of every run is in "
           "`%s/`.\n" % raw, "## The machine\n"]
     md += ["- " + l for l in machine]
@@ -344,7 +368,9 @@ def main():
               "ran with glibc malloc. Gloo has no shared-memory transport: "
               "in the shm parts it runs over loopback TCP. Times are of the "
               "in-place group, the slowest rank's average per call "
-              "(nccl-tests); busbw = size / time * 2(N-1)/N.\n")
+              "(nccl-tests); busbw = size / time * %s.\n" % (
+                  "2(N-1)/N" if coll == "allreduce" else
+                  "1" if coll in ("broadcast", "reduce") else "(N-1)/N"))
     md.append("## The runs\n")
     md.append("| part | library | status | command |")
     md.append("|---|---|---|---|")

@@ -216,6 +216,9 @@ int main(int argc, char **argv)
     bench_die("-e %zu: MPI counts are int", b.o.max_bytes);
   MPI_Get_library_version(library, &len);
   library[strcspn(library, ",\n")] = '\0';
+  for (char *c = library; *c; c++) /* MPICH: "MPICH Version:\t4.0.2" */
+    if (*c == '\t')
+      *c = ' ';
   bench_note_allocator(&b);
 
   wrong = bench_run(&b, argc, argv, library);
