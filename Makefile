@@ -44,9 +44,13 @@ $(BUILD)/lib/libbaton.so: $(LIB_OBJ)
 
 # Tools, tests and examples link the static library so that they run from the
 # build tree without LD_LIBRARY_PATH.
+# baton-bench compiles in each collective of issue 4 that baton.h declares.
+BENCH_HAVE = $(shell for c in broadcast reduce alltoall gather scatter; do \
+  grep -qw "int baton_$$c" include/baton.h && printf ' -DBENCH_HAVE_%s' $$c; done)
+
 $(BUILD)/bin/%: tools/%.c $(wildcard tools/*.h) $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+	$(CC) $(CFLAGS_ALL) $(BENCH_HAVE) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
@@ -62,6 +66,12 @@ test: all
 # The main job: a 4-rank allreduce through the launcher.
 demo: all
 	$(BUILD)/bin/baton-run -n 4 $(BUILD)/examples/allreduce_demo 64
+
+# baton next to Open MPI, MPICH and Gloo (docs/performance.md): installs the
+# peers with apt when missing, builds them, runs bench/compare.sh.
+compare: all
+	$(MAKE) -f bench/Makefile.peers BUILD=$(BUILD)
+	bench/compare.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
@@ -83,4 +93,4 @@ install-python:
 clean:
 	rm -rf build build-asan
 
-.PHONY: all test demo install install-python clean
+.PHONY: all test demo compare install install-python clean

@@ -92,7 +92,7 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
                              .root = c->root == NO_ROOT ? -1 : c->root, .coll = (uint8_t)coll,
                              .dtype = (uint8_t)c->dtype,
                              .op = c->op == BATON_OP_COUNT ? 0 : (uint8_t)c->op};
-  int rc = baton__comm_begin(comm, c->name);
+  rc = baton__comm_begin(comm, c->name);
   if (rc)
     return rc;
   BATON_INFO(COLL, "%s #%llu: count %zu %s %s, algo %s", c->name,

@@ -15,7 +15,8 @@
 # cores), each also through the ring with 256-byte segments, and once with
 # the flat algorithm for every size; test_api at 1 and 2 ranks; the training
 # example and the Python binding (tests/test_python.py, test_train.py, which
-# need /usr/bin/python3 with python3-numpy). Then the
+# need /usr/bin/python3 with python3-numpy); test_bench.sh (baton-bench and
+# the peers). Then the
 # sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
 # the quick collective sweeps and the API test run again under ASan+UBSan
 # with leak detection.
@@ -175,6 +176,9 @@ for n in 1 3; do
     "$BUILD/tests/test_trace"
 done
 run "test_viz.sh" 1 env BUILD="$BUILD" bash tests/test_viz.sh
+# baton-bench's --check for every collective it has, its flags and errors;
+# the peers too where bench/Makefile.peers built them.
+run "test_bench.sh" 1 env BUILD="$BUILD" bash tests/test_bench.sh
 
 if [ "${BATON_SKIP_SAN:-0}" = 1 ]; then
   echo "SKIP            sanitizer pass (BATON_SKIP_SAN=1)"
