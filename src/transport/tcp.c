@@ -79,6 +79,7 @@ struct baton__tcp {
   const baton__sig_t *sig;
   const baton__watch_t *watch;
   double timeout_s;
+  double spin_s; /* how long a waiter polls before it sleeps */
   tcp_conn_t **to, **from; /* by peer rank */
   tcp_conn_t **all;
   int nall;
@@ -339,6 +340,7 @@ static int flushed(const tcp_conn_t *c) { return c->wire == c->user; }
 static int wait_on(tcp_conn_t *c, int (*cond)(const tcp_conn_t *), const char *what) {
   baton__tcp_t *t = c->t;
   double now = baton__now(), deadline = now + t->timeout_s, explain_by = 0;
+  double spin_end = now + t->spin_s;
   for (;;) {
     tcp_conn_t *bad = NULL;
     int rc = progress(t, &bad);
@@ -378,6 +380,11 @@ static int wait_on(tcp_conn_t *c, int (*cond)(const tcp_conn_t *), const char *w
         t->pfd_conn[n++] = k;
       }
     }
+    /* A reply often comes within microseconds: poll the sockets for a
+     * moment before sleeping in the kernel (not when ranks outnumber
+     * cores, where spinning takes the core a peer needs). */
+    if (!rc && now < spin_end)
+      continue;
     double left = (rc ? explain_by : deadline) - now;
     if (!rc && left <= 0) {
       snprintf(c->conn.why, sizeof c->conn.why, "rank %d (host %s) %s for %.3g s while this "
@@ -729,6 +736,8 @@ int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton
   t->comm_id = a->comm_id;
   t->sig = a->sig;
   t->timeout_s = p->timeout_s;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  t->spin_s = cpus > 0 && a->size > cpus ? 0 : p->spin_us * 1e-6;
   t->hosts = a->hosts;
   t->to = calloc((size_t)a->size, sizeof *t->to);
   t->from = calloc((size_t)a->size, sizeof *t->from);
