@@ -197,6 +197,10 @@ else
     done
     run "asan test_coll -n 3 --quick $RING_SMALL" 1 env $RING_SMALL \
       "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_coll" --quick
+    run "asan test_failure kill 3 BATON_TRANSPORT=tcp" 1 env BATON_TIMEOUT=20 \
+      BATON_TRANSPORT=tcp "$SAN_BUILD/tests/test_failure" kill 3
+    run "asan test_failure mismatch 4 2 hosts x 2 ranks" 1 env BATON_TIMEOUT=20 TEST_HOSTS=2 \
+      "$SAN_BUILD/tests/test_failure" mismatch 4
     run "asan test_coll -n 4 --quick 2 hosts x 2 ranks, tcp $RING_SMALL" 1 env $RING_SMALL \
       BATON_NSOCKS=2 "$SAN_BUILD/bin/baton-run" -n 4 \
       sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick' "$SAN_BUILD/tests/test_coll"

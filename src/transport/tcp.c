@@ -499,10 +499,12 @@ int baton__pick_local_ip(const char *ifname, const char *rendezvous_host, char *
     }
   }
   freeifaddrs(ifs);
-  if (rc)
-    snprintf(err, errlen, "no IPv4 interface %s%s%s is up; interfaces found: %s",
-             ifname && ifname[0] ? "matches BATON_SOCKET_IFNAME=" : "routes to ",
-             ifname && ifname[0] ? ifname : rendezvous_host, "", found[0] ? found : "none");
+  if (rc && ifname && ifname[0])
+    snprintf(err, errlen, "no IPv4 interface that is up matches BATON_SOCKET_IFNAME=%s; "
+             "interfaces found: %s", ifname, found[0] ? found : "none");
+  else if (rc)
+    snprintf(err, errlen, "no IPv4 interface that is up routes to %s; interfaces found: %s",
+             rendezvous_host[0] ? rendezvous_host : "the rendezvous", found[0] ? found : "none");
   return rc;
 }
 
