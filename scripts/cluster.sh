@@ -96,13 +96,13 @@ rate_bits() {
 
 # shape NS DEV RATE_BITS: a token bucket on DEV's egress. The bucket holds
 # 1 ms at the rate (at least 32 KiB, so that full-sized TSO packets need not
-# be split often) and the queue holds about 5 ms: enough for TCP to fill the
+# be split often) and the queue holds about 2 ms: enough for TCP to fill the
 # link, short enough that the queue adds little latency.
 shape() {
   local ns=$1 dev=$2 bits=$3 burst limit
   burst=$((bits / 8 / 1000))
   [ $burst -lt 32768 ] && burst=32768
-  limit=$((bits / 8 / 200))
+  limit=$((bits / 8 / 500))
   [ $limit -lt $((2 * burst)) ] && limit=$((2 * burst))
   ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${bits}bit" burst "$burst" limit "$limit" ||
     die "tc tbf on $dev in $ns failed (does this kernel have sch_tbf?)"
