@@ -79,7 +79,7 @@ static int check_one_host(baton_comm_t *c, char *err, size_t errlen) {
 static int read_identity(baton_comm_t *c, char *host, size_t hostlen, int *port,
                          char *err, size_t errlen) {
   int rc = baton__params_load(&c->params, err, errlen);
-  if (rc)
+  if (rc || (rc = baton__launch_env(&c->params, err, errlen)))
     return rc;
   const char *missing = c->params.rank < 0   ? "BATON_RANK"
                         : c->params.size < 0 ? "BATON_SIZE"

@@ -96,6 +96,9 @@ if [ -f tests/test_launcher.sh ]; then
     bash tests/test_launcher.sh
 fi
 
+# baton_comm_init under torchrun's, Open MPI's, Hydra's and Slurm's variables.
+run "test_launch_env.sh" 1 env BUILD="$BUILD" bash tests/test_launch_env.sh
+
 # N = 8 is more ranks than this machine usually has cores: oversubscription.
 for n in 1 2 3 4 5 8; do
   coll_at "$n" "$BUILD"
