@@ -116,6 +116,20 @@ ns_init() {
   ip -n "$1" link set lo up || die "cannot bring up loopback in $1"
 }
 
+# take_lock [wait]: the lock that `with` holds for its whole run. `up` and
+# `down` take it only for their own run and only when not inside a `with`
+# (BATON_CLUSTER_WITH is set there), so that they never change a cluster
+# that a `with` job is using.
+take_lock() {
+  [ -n "${BATON_CLUSTER_WITH:-}" ] && return 0
+  exec 9>"$LOCK" || die "cannot open the lock $LOCK"
+  flock -n 9 && return 0
+  [ "${1:-}" = wait ] ||
+    die "a 'cluster.sh with' job holds $LOCK and uses the cluster that is up; wait for it to end"
+  echo "cluster.sh: another job holds $LOCK; waiting for it" >&2
+  flock 9 || die "cannot take the lock $LOCK"
+}
+
 cmd_up() {
   local h="" rate=1gbit bits=0 i
   while [ $# -gt 0 ]; do
@@ -133,6 +147,7 @@ cmd_up() {
       die "--rate '$rate' is not a tc rate (like 1gbit, 100mbit, 10gbit, 125mbps) or 0 for unshaped"
   fi
   need_tools
+  take_lock
   if ns_exists $SWITCH || [ "$(count_up)" -gt 0 ]; then
     die "a cluster is already up ($(count_up) hosts); run '$0 down' first"
   fi
@@ -179,6 +194,7 @@ ns_remove() {
 
 cmd_down() {
   need_tools
+  take_lock
   local i n=0
   for i in $(hosts_up); do
     ns_remove "$PREFIX$i"
@@ -266,19 +282,26 @@ cmd_with() {
   done
   [ $# -gt 0 ] || die "with: no command (with H [--rate RATE] -- CMD...)"
   need_tools
-  exec 9>"$LOCK" || die "cannot open the lock $LOCK"
-  if ! flock -n 9; then
-    echo "cluster.sh: another job holds $LOCK; waiting for it" >&2
-    flock 9 || die "cannot take the lock $LOCK"
+  take_lock wait
+  # Under the lock nothing else makes a cluster: what is up now is someone
+  # else's, and what comes up from here on is ours to take down.
+  if ns_exists $SWITCH || [ "$(count_up)" -gt 0 ]; then
+    die "a cluster is already up ($(count_up) hosts), made by 'up' outside any 'with'; run '$0 down' first"
   fi
-  # The trap takes the cluster down on every way out. CMD runs in a process
-  # group of its own (set -m) so that a signal to this script reaches all
-  # of it, and so that it does not ignore SIGINT as a background job would.
+  export BATON_CLUSTER_WITH=$$
+  # The EXIT trap takes the cluster down on every way out; a signal during
+  # `up` ends the script once `up` is done. CMD runs in a process group of
+  # its own (set -m) so that a signal to this script reaches all of it, and
+  # so that it does not ignore SIGINT as a background job would; it does not
+  # inherit the lock.
   local child rc
   trap 'cmd_down >/dev/null' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  trap 'exit 129' HUP
   (cmd_up "$h" "${up_args[@]+"${up_args[@]}"}") || exit 1
   set -m
-  CLUSTER_HOSTS=$h "$@" &
+  CLUSTER_HOSTS=$h "$@" 9>&- &
   child=$!
   set +m
   trap 'forward INT' INT
@@ -294,6 +317,7 @@ cmd_with() {
 }
 
 # A signal to `with`: pass it on to CMD's group; `wait` then returns.
+# shellcheck disable=SC2317 # called from the traps
 forward() {
   echo "cluster.sh: got SIG$1; passing it to the command" >&2
   kill "-$1" -- "-$child" 2>/dev/null
@@ -315,4 +339,4 @@ main() {
   esac
 }
 
-main "$@"
+main "$@"; exit  # on one line: a run never reads what an edit of this file put after it

@@ -9,7 +9,9 @@
 # any failed.
 #
 # The tests: the unit tests (test_reduce, test_store, test_launcher.sh) when
-# present; test_fault (a peer that dies or stalls); test_install.sh and
+# present; test_launch_env.sh (torchrun, mpirun, Hydra and Slurm variables);
+# test_cluster_net.sh (the emulated cluster; it skips, saying why, when not
+# root); test_fault (a peer that dies or stalls); test_install.sh and
 # test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
 # cores), each also through the ring with 256-byte segments, and once with
 # the flat algorithm for every size; test_api at 1 and 2 ranks. Then the
@@ -98,6 +100,8 @@ fi
 
 # baton_comm_init under torchrun's, Open MPI's, Hydra's and Slurm's variables.
 run "test_launch_env.sh" 1 env BUILD="$BUILD" bash tests/test_launch_env.sh
+# The emulated cluster (scripts/cluster.sh); says why it skips when not root.
+run "test_cluster_net.sh" 1 env BUILD="$BUILD" bash tests/test_cluster_net.sh
 
 # N = 8 is more ranks than this machine usually has cores: oversubscription.
 for n in 1 2 3 4 5 8; do
