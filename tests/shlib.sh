@@ -1,4 +1,5 @@
 # tests/shlib.sh - the counting helpers of the shell tests; source it.
+# shellcheck shell=bash
 # Each check adds to $pass or $fail; `finish` prints `N passed, M failed`
 # (the line tests/run.sh looks for) and returns the status. $tmp is a fresh
 # directory, removed on exit.
@@ -18,6 +19,18 @@ expect_line() {
 # expect_failure NAME STATUS: a command failed, and not by `timeout`.
 expect_failure() {
   if [ "$2" -ne 0 ] && [ "$2" -ne 124 ] && [ "$2" -ne 137 ]; then ok; else bad "$1: status $2, want a failure"; fi
+}
+# Why scripts/cluster.sh cannot run here, printed; fails when it can.
+cluster_skip_reason() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "not root (network namespaces need CAP_SYS_ADMIN)"
+  elif ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
+    echo "iproute2 (ip, tc) is not installed"
+  elif ! unshare --net true 2>/dev/null; then
+    echo "this machine does not allow new network namespaces"
+  else
+    return 1
+  fi
 }
 finish() {
   echo "$pass passed, $fail failed"

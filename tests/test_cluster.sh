@@ -67,15 +67,7 @@ if [ ! -x "$COLL" ] || [ ! -x "$BATON_RUN" ]; then
   echo "0 passed, 1 failed"
   exit 1
 fi
-skip=""
-if [ "$(id -u)" != 0 ]; then
-  skip="not root (network namespaces need CAP_SYS_ADMIN)"
-elif ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
-  skip="iproute2 (ip, tc) is not installed"
-elif ! unshare --net true 2>/dev/null; then
-  skip="this machine does not allow new network namespaces"
-fi
-if [ -n "$skip" ]; then
+if skip=$(cluster_skip_reason); then
   echo "SKIP the sweeps on emulated hosts: $skip"
   finish
   exit

@@ -46,15 +46,7 @@ out=$(bash $C up 2 --rate fast 2>&1)
 expect_failure "up --rate fast" $?
 expect_line "up --rate fast: the error" <(echo "$out") "--rate 'fast' is not a tc rate"
 
-skip=""
-if [ "$(id -u)" != 0 ]; then
-  skip="not root (network namespaces need CAP_SYS_ADMIN)"
-elif ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
-  skip="iproute2 (ip, tc) is not installed"
-elif ! unshare --net true 2>/dev/null; then
-  skip="this machine does not allow new network namespaces"
-fi
-if [ -n "$skip" ]; then
+if skip=$(cluster_skip_reason); then
   echo "SKIP the emulated-cluster checks: $skip"
   finish
   exit
