@@ -98,6 +98,8 @@ if [ -f tests/test_launcher.sh ]; then
     bash tests/test_launcher.sh
 fi
 
+# baton-run's options for many hosts, with `env` as the per-host command.
+run "test_launcher_hosts.sh" 1 env BATON_RUN="$BUILD/bin/baton-run" bash tests/test_launcher_hosts.sh
 # baton_comm_init under torchrun's, Open MPI's, Hydra's and Slurm's variables.
 run "test_launch_env.sh" 1 env BUILD="$BUILD" bash tests/test_launch_env.sh
 # The emulated cluster (scripts/cluster.sh); says why it skips when not root.

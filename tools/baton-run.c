@@ -93,7 +93,7 @@ static void usage(FILE *f) {
           "  --timeout S    stop the ranks after S seconds and exit 124\n"
           "  --ppn P        ranks per host: rank r runs on host r/P (default: all on one)\n"
           "  --host-cmd CMD run each rank through CMD, words split at spaces, %%h the\n"
-          "                 host index (e.g. \"ip netns exec baton-h%%h\")\n"
+          "                 host index, %%%% a %% (e.g. \"ip netns exec baton-h%%h\")\n"
           "  --addr H[:P]   rendezvous address (host 0's), port picked when left out\n"
           "  --help         this text\n"
           "Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE\n"
@@ -217,6 +217,16 @@ static void make_addr(const hosts_t *h, char *addr, size_t len) {
     snprintf(addr, len, "%s:%d", a, pick_port(1));
 }
 
+/* What the ranks exec first, for errors: the program, or --host-cmd's. */
+static const char *first_program(const job_t *job, char *buf, size_t len) {
+  const char *cmd = job->hosts.host_cmd;
+  if (!cmd)
+    return job->argv[0];
+  cmd += strspn(cmd, " ");
+  snprintf(buf, len, "%.*s", (int)strcspn(cmd, " "), cmd);
+  return buf;
+}
+
 /* In the child: the host-local rank and size. */
 static void set_local_env(const job_t *job, int rank) {
   int ppn = job->hosts.ppn ? job->hosts.ppn : job->n;
@@ -226,7 +236,8 @@ static void set_local_env(const job_t *job, int rank) {
 }
 
 /* In the child: execs the program, through --host-cmd when given, with
- * every %h of it replaced by the rank's host. Returns only on failure. */
+ * every %h of it replaced by the rank's host (and %% by %). Returns only on
+ * failure. */
 static void exec_rank(const job_t *job, int rank) {
   if (!job->hosts.host_cmd) {
     execvp(job->argv[0], job->argv);
@@ -250,6 +261,8 @@ static void exec_rank(const job_t *job, int rank) {
     for (; *p && *p != ' '; p++) {
       if (p[0] == '%' && p[1] == 'h')
         w += sprintf(w, "%s", host), p++;
+      else if (p[0] == '%' && p[1] == '%')
+        *w++ = *p++;
       else
         *w++ = *p;
     }
@@ -561,7 +574,9 @@ int main(int argc, char **argv) {
       continue;
     if (job.alive > 0 && job.pids[r] && waitpid(job.pids[r], NULL, 0) > 0)
       job.pids[r] = 0, job.alive--;
-    fprintf(stderr, "baton-run: cannot run \"%s\" (rank %d): %s\n", job.argv[0], r, strerror(e));
+    char prog[256];
+    fprintf(stderr, "baton-run: cannot run \"%s\" (rank %d): %s\n",
+            first_program(&job, prog, sizeof prog), r, strerror(e));
     usage(stderr);
     stop_all(&job);
     job.status = 2;
