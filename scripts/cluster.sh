@@ -26,10 +26,11 @@
 # namespaces, and the namespaces' names (baton-h*, baton-sw) are the only
 # thing that appears outside them, under /run/netns. `with` holds a lock
 # (/run/baton-cluster.lock) for its whole run, so two jobs that both use
-# `with` take turns instead of tearing down each other's cluster.
+# `with` take turns instead of tearing down each other's cluster; `up` and
+# `down` outside a `with` refuse while a `with` job holds it.
 #
 # launch starts the ranks with baton-run (BATON_RUN, else build/bin/baton-run
-# next to this script, else baton-run on PATH) and its multi-host options;
+# of this checkout, else baton-run on PATH) and its multi-host options;
 # rank 0 serves the rendezvous at 198.18.0.1 on host 0. Needs root and
 # iproute2 (ip, tc).
 set -u
