@@ -65,8 +65,8 @@ typedef struct {
   /* Not knobs: filled by baton__launch_env (launch_env.c). */
   char launcher[96];       /* where rank and size came from, e.g. "torchrun (RANK, WORLD_SIZE)" */
   char addr_from[80];      /* where addr came from, e.g. "MASTER_ADDR:MASTER_PORT" */
-  int local_rank;          /* rank on this host, -1 when the launcher did not say */
-  int local_size;          /* ranks on this host, -1 when the launcher did not say */
+  int local_rank;          /* rank on this host; -1: the launcher did not say */
+  int local_size;          /* ranks on this host; -1: the launcher did not say */
 } baton__params_t;
 
 /* Parses every knob from the environment. On a bad value returns
