@@ -146,6 +146,8 @@ else
       run "asan test_api -n $n" 1 "$SAN_BUILD/bin/baton-run" -n "$n" \
         "$SAN_BUILD/tests/test_api"
     done
+    # Parsing the launchers' variables, malformed ones included.
+    run "asan test_launch_env.sh" 1 env BUILD="$SAN_BUILD" bash tests/test_launch_env.sh
     unset ASAN_OPTIONS UBSAN_OPTIONS
   fi
 fi
