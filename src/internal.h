@@ -62,6 +62,10 @@ typedef struct {
   int spin_us;             /* BATON_SPIN_US */
   size_t stream_bytes;     /* BATON_STREAM_BYTES */
   size_t flat_bytes;       /* BATON_FLAT_BYTES */
+  char transport[256];     /* BATON_TRANSPORT: "auto" or "tcp" */
+  char hostid[256];        /* BATON_HOSTID, "" when unset */
+  char socket_ifname[256]; /* BATON_SOCKET_IFNAME, "" when unset */
+  int nsocks;              /* BATON_NSOCKS */
   /* Not knobs: filled by baton__launch_env (launch_env.c). */
   char launcher[96];       /* where rank and size came from, e.g. "torchrun (RANK, WORLD_SIZE)" */
   char addr_from[80];      /* where addr came from, e.g. "MASTER_ADDR:MASTER_PORT" */
@@ -110,6 +114,8 @@ typedef struct baton__store baton__store_t;
 int baton__store_serve(const char *host, int port,
                        baton__store_server_t **out, char *err, size_t errlen);
 void baton__store_stop(baton__store_server_t *srv);
+/* The port it listens on (useful after asking for port 0). */
+int baton__store_port(const baton__store_server_t *srv);
 
 /* Connects, retrying until timeout_s has passed. */
 int baton__store_connect(const char *host, int port, double timeout_s,

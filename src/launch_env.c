@@ -14,7 +14,8 @@
  * a real torchrun (TORCHELASTIC_USE_AGENT_STORE=True) the agent's own store
  * already listens on MASTER_PORT, so baton takes the port above it. MPI and
  * Slurm name no address; with neither variable set that is an error that
- * says what to set.
+ * says what to set. baton_comm_init_rank (the unique-id path, which MPI
+ * programs take through baton_mpi.h) does not read any of this.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -132,7 +133,8 @@ static int read_addr(baton__params_t *p, const launcher_t *src, char *err, size_
       return BATON_OK; /* the caller says BATON_ADDR is missing */
     snprintf(err, errlen, "rank and size come from %s, but there is no rendezvous address: "
              "set BATON_ADDR=HOST:PORT (HOST: an address of the machine where rank 0 runs; "
-             "with mpirun pass it with -x BATON_ADDR), or MASTER_ADDR and MASTER_PORT",
+             "with mpirun pass it with -x BATON_ADDR), or MASTER_ADDR and MASTER_PORT; an MPI "
+             "program can call baton_comm_init_mpi() from baton_mpi.h instead",
              p->launcher);
     return BATON_EUSAGE;
   }
