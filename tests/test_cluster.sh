@@ -5,16 +5,16 @@
 # TCP between), each also --quick through the ring with 256-byte segments,
 # as tests/run.sh does on one host.
 #   BUILD=build bash tests/test_cluster.sh
+# First, from rank 0's INFO line, that every link of the ring is TCP with
+# BATON_TRANSPORT=tcp, and shared memory inside a host, TCP between, without.
 # Needs root, iproute2 and network namespaces; without them it says why and
-# passes nothing. A build without a TCP transport (no BATON_TRANSPORT among
-# `baton-bench --params`) cannot run the sweeps: then it checks instead that
-# a job on 2 hosts fails at once with the error saying all ranks must share
-# one host, and says that it skipped the sweeps.
+# passes nothing.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 C=scripts/cluster.sh
 COLL=$BUILD/tests/test_coll
+DEMO=$BUILD/examples/allreduce_demo
 export BATON_RUN=$BUILD/bin/baton-run BATON_TIMEOUT=${BATON_TIMEOUT:-60}
 # shellcheck source=tests/shlib.sh
 . tests/shlib.sh
@@ -39,16 +39,17 @@ sweep() {
 inside() {
   local L=(timeout -k 10 900 "$C" launch --timeout 600)
   local small=(BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=256 BATON_STREAM_BYTES=0)
-  if ! "$BUILD/bin/baton-bench" --params | grep -q '^BATON_TRANSPORT '; then
-    # Today's library: ranks on different hosts are refused, clearly.
-    "${L[@]}" -n 4 --ppn 2 -- "$COLL" --quick >"$LOGDIR/two-hosts.log" 2>&1
-    expect_failure "2 hosts x 2 ranks without TCP" $?
-    expect_line "2 hosts x 2 ranks without TCP: the error" "$LOGDIR/two-hosts.log" \
-      'rank [0-9] runs on ".*netns=[0-9]+" but rank [0-9] on ".*netns=[0-9]+": .*all ranks must share one host'
-    echo "SKIP the sweeps across hosts: this build has no TCP transport (no BATON_TRANSPORT knob)"
-    finish
-    return
-  fi
+  # Which transport each link takes, as rank 0 logs it.
+  local info=(BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=INIT)
+  env BATON_TRANSPORT=tcp "${info[@]}" "${L[@]}" -n 4 --ppn 1 -- "$DEMO" 1 >"$LOGDIR/ring-tcp.log" 2>&1
+  expect "4 hosts, tcp: the demo's status" $? 0
+  expect_line "4 hosts, tcp: every link is tcp" "$LOGDIR/ring-tcp.log" \
+    '\[0\] baton INFO INIT rank 0 of 4 ready: transport tcp, .*ring 0[^ ]* =tcp=> 1[^ ]* =tcp=> 2[^ ]* =tcp=> 3[^ ]* =tcp=> 0$'
+  env "${info[@]}" "${L[@]}" -n 4 --ppn 2 -- "$DEMO" 1 >"$LOGDIR/ring-mixed.log" 2>&1
+  expect "2 hosts x 2 ranks: the demo's status" $? 0
+  expect_line "2 hosts x 2 ranks: shm inside a host, tcp between" "$LOGDIR/ring-mixed.log" \
+    '\[0\] baton INFO INIT rank 0 of 4 ready: transport shm\+tcp, .*ring 0[^ ]* =shm=> 1[^ ]* =tcp=> 2[^ ]* =shm=> 3[^ ]* =tcp=> 0$'
+
   sweep "4 hosts, tcp" env BATON_TRANSPORT=tcp "${L[@]}" -n 4 --ppn 1 -- "$COLL"
   sweep "4 hosts, tcp, --quick ${small[*]}" env BATON_TRANSPORT=tcp "${small[@]}" \
     "${L[@]}" -n 4 --ppn 1 -- "$COLL" --quick
@@ -62,8 +63,8 @@ if [ "${1:-}" = --inside ]; then
   exit
 fi
 
-if [ ! -x "$COLL" ] || [ ! -x "$BATON_RUN" ]; then
-  echo "no $COLL or $BATON_RUN: run make first" >&2
+if [ ! -x "$COLL" ] || [ ! -x "$DEMO" ] || [ ! -x "$BATON_RUN" ]; then
+  echo "no $COLL, $DEMO or $BATON_RUN: run make first" >&2
   echo "0 passed, 1 failed"
   exit 1
 fi
