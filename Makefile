@@ -44,9 +44,13 @@ $(BUILD)/lib/libbaton.so: $(LIB_OBJ)
 
 # Tools, tests and examples link the static library so that they run from the
 # build tree without LD_LIBRARY_PATH.
+# baton-bench compiles in each collective of issue 4 that baton.h declares.
+BENCH_HAVE = $(shell for c in broadcast reduce alltoall gather scatter; do \
+  grep -qw "int baton_$$c" include/baton.h && printf ' -DBENCH_HAVE_%s' $$c; done)
+
 $(BUILD)/bin/%: tools/%.c $(wildcard tools/*.h) $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+	$(CC) $(CFLAGS_ALL) $(BENCH_HAVE) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
@@ -63,15 +67,30 @@ test: all
 demo: all
 	$(BUILD)/bin/baton-run -n 4 $(BUILD)/examples/allreduce_demo 64
 
+# baton next to Open MPI, MPICH and Gloo (docs/performance.md): installs the
+# peers with apt when missing, builds them, runs bench/compare.sh.
+compare: all
+	$(MAKE) -f bench/Makefile.peers BUILD=$(BUILD)
+	bench/compare.sh
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/baton.h include/baton_mpi.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/lib/libbaton.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(BUILD)/lib/libbaton.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/bin/baton-run $(BUILD)/bin/baton-bench $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BUILD)/bin/baton-viz $(BUILD)/bin/baton-model $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
+
+# The Python package, where `PYTHONPATH=$(PREFIX)/lib/python3/site-packages`
+# finds it; it loads $(PREFIX)/lib/libbaton.so by its own path.
+PYPKG = $(DESTDIR)$(PREFIX)/lib/python3/site-packages/baton
+install: install-python
+install-python:
+	install -d $(PYPKG)
+	install -m 644 python/baton/*.py $(PYPKG)/
 
 clean:
 	rm -rf build build-asan
 
-.PHONY: all test demo install clean
+.PHONY: all test demo compare install install-python clean

@@ -89,7 +89,7 @@ wait_quiet() {
 }
 
 mpi_cmd() { # N
-  local cmd="mpirun -n $1"
+  local cmd="mpirun.openmpi -n $1"
   [ "$(id -u)" = 0 ] && cmd+=" --allow-run-as-root"
   cmd+=" --mca btl self,vader"
   [ "$1" -gt "$NPROC" ] && cmd+=" --oversubscribe --mca mpi_yield_when_idle 1"
@@ -123,7 +123,7 @@ run_one() { # lib n kind rep
     return 0
   fi
   printf '%s\n' "$out" | awk -v p="$lib $n $kind $rep" \
-    '!/^#/ && NF >= 12 { print p, $1, $5, $9 }' >> "$ROWS"
+    '!/^#/ && NF >= 17 { print p, $1, $6, $12 }' >> "$ROWS"
   echo "compare-shm.sh: $lib n=$n $kind rep $rep done (others busy ${LAST_BUSY}%)" >&2
 }
 
@@ -142,7 +142,7 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 GIT_REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- src include tools 2>/dev/null || GIT_REV+=" + uncommitted changes"
-OMPI_VER=$(mpirun --version 2>/dev/null | head -1)
+OMPI_VER=$(mpirun.openmpi --version 2>/dev/null | head -1)
 CPU=$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)
 
 # best TIME per (lib n size group), over all reps; the 8 B figure comes

@@ -63,7 +63,9 @@ typedef enum {
   XX(ETIMEDOUT, -5, "timed out waiting for a peer")                            \
   XX(ENOMEM, -6, "out of memory")                                              \
   XX(EINTERNAL, -7, "internal error")                                          \
-  XX(EPROTO, -8, "malformed message from a peer")
+  XX(EPROTO, -8, "malformed message from a peer")                             \
+  XX(EABORTED, -10, "the communicator was aborted")                            \
+  XX(EMISMATCH, -11, "ranks made different calls")
 
 typedef enum {
   BATON_OK = 0,
@@ -110,6 +112,14 @@ int baton_get_unique_id(baton_unique_id_t *id);
 int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t *id, int rank);
 /* The text of the last failed baton_comm_init() in this process. */
 const char *baton_last_init_error(void);
+
+/*
+ * Gives up on the communicator at once, from any thread (or a signal
+ * handler): never blocks, wakes this rank's waiters in it, and tells the
+ * peers, whose calls then fail fast too. Every later call on it returns
+ * BATON_EABORTED; baton_comm_destroy still frees it. NULL is BATON_EINVAL.
+ */
+int baton_comm_abort(baton_comm_t *comm);
 
 /* Frees the communicator. Collective: every rank should call it. NULL is a
  * no-op. */

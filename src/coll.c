@@ -69,10 +69,32 @@ static int validate(baton_comm_t *comm, const call_t *c) {
   return BATON_OK;
 }
 
+/* BATON_TRACE: the finished collective's lines (trace.c). */
+static void trace_end(baton_comm_t *comm, const call_t *c, baton__coll_t coll, int flat,
+                      int rc) {
+  size_t es = dtype_sizes[c->dtype];
+  baton__trace_call_t t = {.seq = comm->seq, .coll = coll, .dtype = dtype_names[c->dtype],
+                           .count = c->count, .root = c->root == NO_ROOT ? -1 : c->root,
+                           .elsize = es,
+                           .sched = flat ? NULL : &comm->sched, .len = comm->len,
+                           .flat_bytes = c->count * es *
+                                         (coll == BATON__COLL_REDUCE_SCATTER ? c->blocks : 1),
+                           .rc = rc};
+  baton__trace_end(comm->trace, &t);
+}
+
 static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   size_t es = dtype_sizes[c->dtype];
+  int rc;
   int flat = baton__flat_fits(comm, coll, c->count, es);
   comm->seq++;
+  comm->sig = (baton__sig_t){.seq = comm->seq, .count = c->count,
+                             .root = c->root == NO_ROOT ? -1 : c->root, .coll = (uint8_t)coll,
+                             .dtype = (uint8_t)c->dtype,
+                             .op = c->op == BATON_OP_COUNT ? 0 : (uint8_t)c->op};
+  rc = baton__comm_begin(comm, c->name);
+  if (rc)
+    return rc;
   BATON_INFO(COLL, "%s #%llu: count %zu %s %s, algo %s", c->name,
              (unsigned long long)comm->seq, c->count, dtype_names[c->dtype],
              c->op == BATON_OP_COUNT ? "-" : op_names[c->op],
@@ -87,13 +109,24 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   baton__exec_args_t a = {.in = c->sendbuf, .out = c->recvbuf, .elsize = es,
                           .dtype = c->dtype, .op = c->op == BATON_OP_COUNT ? BATON_SUM : c->op,
                           .root = c->root};
-  if (flat)
-    return baton__flat_run(comm, coll, c->count, &a);
-  if (coll == BATON__COLL_BROADCAST)
-    baton__chain_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order, c->root);
-  else
-    baton__ring_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order);
-  return baton__exec(comm, &a);
+  if (comm->trace)
+    baton__trace_begin(comm->trace);
+  if (flat) {
+    if (comm->trace)
+      baton__trace_step_begin(comm->trace, 0);
+    rc = baton__flat_run(comm, coll, c->count, &a);
+    if (comm->trace)
+      baton__trace_step_end(comm->trace, 0);
+  } else {
+    if (coll == BATON__COLL_BROADCAST)
+      baton__chain_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order, c->root);
+    else
+      baton__ring_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order);
+    rc = baton__exec(comm, &a);
+  }
+  if (comm->trace)
+    trace_end(comm, c, coll, flat, rc);
+  return rc;
 }
 
 int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
@@ -157,7 +190,7 @@ int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtyp
 /* Without shared memory between all ranks the barrier is a ring allgather
  * of one byte per rank: after its N-1 steps every rank has heard, through
  * the chain, from every other. */
-static int ring_barrier(baton_comm_t *comm) {
+int baton__ring_barrier(baton_comm_t *comm) {
   for (int r = 0; r < comm->size; r++) {
     comm->in_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
     comm->out_off[r] = (size_t)r;
@@ -178,13 +211,15 @@ int baton_barrier(baton_comm_t *comm) {
     return BATON_EINVAL;
   }
   comm->seq++;
-  if (comm->size == 1)
-    return BATON_OK;
+  comm->sig = (baton__sig_t){.seq = comm->seq, .root = -1, .coll = BATON__COLL_BARRIER};
+  int rc = baton__comm_begin(comm, "barrier");
+  if (rc || comm->size == 1)
+    return rc;
   if (!comm->one_host || !comm->shm)
-    return ring_barrier(comm);
-  char why[256] = "";
-  int rc = baton__shm_arrive(comm->shm, ++comm->shm_calls, comm->params.timeout_s, why,
-                             sizeof why);
+    return baton__ring_barrier(comm);
+  char why[BATON__ERRLEN] = "";
+  rc = baton__shm_arrive(comm->shm, ++comm->shm_calls, &comm->sig, comm->params.timeout_s, why,
+                         sizeof why);
   if (rc)
     return baton__fail(comm, rc, "barrier #%llu: %s", (unsigned long long)comm->seq, why);
   return BATON_OK;

@@ -9,6 +9,7 @@
  * here, once.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +23,114 @@ static char init_error[BATON__ERRLEN];
 
 const char *baton_last_init_error(void) { return init_error; }
 
+static int breaks_comm(int rc) {
+  return rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT || rc == BATON_EPROTO ||
+         rc == BATON_EMISMATCH || rc == BATON_EABORTED || rc == BATON_ESYS;
+}
+
+/* Where a message quotes another rank's failure: the first ": rank N: ". */
+static const char *relayed_cause(const char *msg) {
+  for (const char *p = strstr(msg, ": rank "); p; p = strstr(p + 1, ": rank ")) {
+    const char *q = p + 7;
+    if (*q < '0' || *q > '9')
+      continue;
+    while (*q >= '0' && *q <= '9')
+      q++;
+    if (q[0] == ':' && q[1] == ' ')
+      return p + 2;
+  }
+  return NULL;
+}
+
+/* A connection broke with no word from the peer: perhaps a rank failed for
+ * a reason of its own and published it in the store (baton__fail). Waits
+ * for that a moment; returns its code with the cause appended, or rc. */
+static int explain(baton_comm_t *comm, int rc) {
+  char val[BATON__ERRLEN + 16], err[128];
+  size_t len = 0;
+  if (baton__store_get(comm->store, "abort", val, sizeof val - 1, &len, 0.5, err, sizeof err))
+    return rc;
+  val[len < sizeof val ? len : sizeof val - 1] = '\0';
+  int code = 0, off = 0;
+  if (sscanf(val, "%d %n", &code, &off) != 1 || code >= 0 || code < -100 || off <= 0)
+    return rc;
+  size_t used = strlen(comm->last_error);
+  snprintf(comm->last_error + used, sizeof comm->last_error - used, "; the cause: %s", val + off);
+  return code;
+}
+
 int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(comm->last_error, sizeof comm->last_error, fmt, ap);
   va_end(ap);
   BATON_WARN(COLL, "%s: %s", baton_err_name(rc), comm->last_error);
+  if (rc == BATON_EREMOTE && !comm->fatal_rc && comm->store && !relayed_cause(comm->last_error))
+    rc = explain(comm, rc);
+  if (breaks_comm(rc) && !comm->fatal_rc) {
+    comm->fatal_rc = rc;
+    /* A failure relayed from another rank ("... rank R: cause") is passed
+     * on as its cause, so that messages do not nest along the ring. */
+    const char *cause = relayed_cause(comm->last_error);
+    if (cause)
+      snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "%s", cause);
+    else
+      snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "rank %d: %.400s", comm->rank,
+               comm->last_error);
+    baton__shm_poison(comm->shm, rc, comm->fatal_msg);
+    baton__tcp_poison(comm->tcp, rc, comm->fatal_msg);
+    if (!cause && comm->tcp) {
+      /* Also where any rank can read it, for a rank whose connections broke
+       * before the abort frames reached it (see explain()). */
+      char val[BATON__ERRLEN + 16], err[128];
+      int n = snprintf(val, sizeof val, "%d %s", rc, comm->fatal_msg);
+      baton__store_set(comm->store, "abort", val, (size_t)n + 1, err, sizeof err);
+    }
+  }
   return rc;
+}
+
+int baton__comm_begin(baton_comm_t *comm, const char *name) {
+  char why[BATON__ERRLEN];
+  int rc = comm->fatal_rc;
+  if (!rc && (rc = comm->watch.check(comm, why, sizeof why)) != 0)
+    return baton__fail(comm, rc, "%s #%llu: %s", name, (unsigned long long)comm->seq, why);
+  if (rc)
+    snprintf(comm->last_error, sizeof comm->last_error,
+             "%s #%llu: this communicator failed earlier: %.440s", name,
+             (unsigned long long)comm->seq, comm->fatal_msg);
+  return rc;
+}
+
+/* The watch every wait checks: an abort on this rank, a failure that a
+ * rank of this host published, or (shared memory, while this rank works
+ * through a schedule) a rank that entered a rendezvous with another call
+ * under the same collective number. */
+static int comm_check(void *ctx, char *why, size_t whylen) {
+  baton_comm_t *c = ctx;
+  if (atomic_load_explicit(&c->abort_requested, memory_order_acquire)) {
+    snprintf(why, whylen, "baton_comm_abort was called on rank %d", c->rank);
+    return BATON_EABORTED;
+  }
+  int rc = baton__shm_poisoned(c->shm, why, whylen);
+  if (!rc && c->shm && c->tcp)
+    rc = baton__tcp_check(c->tcp, why, whylen);
+  if (!rc && c->shm && c->one_host && c->seq > 0)
+    rc = baton__shm_peek(c->shm, c->shm_calls + 1, &c->sig, why, whylen);
+  return rc;
+}
+
+int baton_comm_abort(baton_comm_t *comm) {
+  if (!comm)
+    return BATON_EINVAL;
+  /* Only atomic stores and system calls: safe from another thread or a
+   * signal handler, and it never waits. */
+  atomic_store_explicit(&comm->abort_requested, 1, memory_order_release);
+  char msg[64];
+  snprintf(msg, sizeof msg, "rank %d called baton_comm_abort", comm->rank);
+  baton__shm_poison(comm->shm, BATON_EABORTED, msg);
+  baton__tcp_shutdown(comm->tcp);
+  return BATON_OK;
 }
 
 baton__conn_t *baton__conn_to(baton_comm_t *comm, int peer) {
@@ -174,6 +276,7 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
 }
 
 static void free_comm(baton_comm_t *c) {
+  baton__trace_close(c->trace);
   baton__shm_destroy(c->shm);
   baton__tcp_destroy(c->tcp);
   if (c->store)
@@ -259,7 +362,7 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
   if ((rc = baton__pick_local_ip(c->params.socket_ifname, rendezvous, ip, sizeof ip, err,
                                  errlen)) != 0)
     return rc;
-  baton__tcp_args_t a = {.rank = c->rank, .size = n, .comm_id = c->id, .seq = &c->seq,
+  baton__tcp_args_t a = {.rank = c->rank, .size = n, .comm_id = c->id, .sig = &c->sig,
                          .to = &next, .from = &prev, .nto = !c->to[next],
                          .nfrom = !c->from[prev], .local_ip = ip, .hosts = c->hosts};
   if ((rc = baton__tcp_setup(c->store, &a, &c->params, &c->tcp, err, errlen)) != 0)
@@ -269,6 +372,20 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
   if (!c->from[prev])
     c->from[prev] = baton__tcp_recv_conn(c->tcp, prev);
   return 0;
+}
+
+/* No rank leaves init before all have: a rank whose first collective fails
+ * at once must not stop the store (rank 0) or close connections while a
+ * slower rank still sets up. Collective number 0 is this barrier. */
+static int init_barrier(baton_comm_t *c, char *err, size_t errlen) {
+  c->sig = (baton__sig_t){.seq = 0, .root = -1, .coll = BATON__COLL_BARRIER};
+  int rc = c->one_host && c->shm
+               ? baton__shm_arrive(c->shm, ++c->shm_calls, &c->sig, c->params.timeout_s, err,
+                                   errlen)
+               : baton__ring_barrier(c);
+  if (rc && !c->one_host)
+    snprintf(err, errlen, "the end-of-init barrier failed: %.440s", c->last_error);
+  return rc;
 }
 
 static void log_ready(const baton_comm_t *c) {
@@ -418,10 +535,25 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
   if ((rc = alloc_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
       (rc = share_id(c, err, errlen)) != 0)
     goto fail;
+  if (c->params.trace[0] && (rc = baton__trace_open(&c->trace, c->params.trace, c->rank,
+                                                    c->size, 2 * c->size, err, errlen)) != 0)
+    goto fail;
   choose_ring(c);
+  c->watch = (baton__watch_t){comm_check, c};
   if (c->size > 1 && (rc = connect_ring(c, host, err, errlen)) != 0)
     goto fail;
+  for (int r = 0; r < c->size; r++) {
+    if (c->to[r])
+      c->to[r]->sig = &c->sig, c->to[r]->self = c->rank;
+    if (c->from[r])
+      c->from[r]->sig = &c->sig, c->from[r]->self = c->rank;
+  }
+  if (c->shm)
+    baton__shm_watch(c->shm, &c->watch);
+  baton__tcp_watch(c->tcp, &c->watch);
   c->shm_calls = 1; /* the set-up rendezvous */
+  if (c->size > 1 && (rc = init_barrier(c, err, errlen)) != 0)
+    goto fail;
   log_ready(c);
   *comm = c;
   return BATON_OK;
@@ -455,6 +587,10 @@ int baton_comm_destroy(baton_comm_t *comm) {
   /* Nobody may be mid-collective when rank 0 stops the store. */
   if (comm->size > 1)
     rc = baton_barrier(comm);
+  /* After a failure over TCP, peers may still come to the store for its
+   * cause (explain()): the store outlives the failure by a moment. */
+  if (comm->fatal_rc && comm->server && comm->tcp)
+    usleep(1000 * 1000);
   free_comm(comm);
   return rc;
 }

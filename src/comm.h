@@ -4,6 +4,7 @@
 
 #include "internal.h"
 #include "schedule.h"
+#include "trace.h"
 #include "transport/shm.h"
 #include "transport/tcp.h"
 
@@ -24,13 +25,28 @@ struct baton_comm {
   baton__sched_t sched;          /* reused by every collective */
   size_t *in_off, *out_off, *len; /* per-chunk layout, reused */
   uint64_t seq;                  /* collectives started so far */
+  baton__sig_t sig;              /* the current call, as peers must see it */
+  baton__watch_t watch;          /* what every wait checks (comm.c) */
+  _Atomic int abort_requested;   /* baton_comm_abort was called */
+  int fatal_rc;                  /* the failure that broke this communicator */
+  char fatal_msg[BATON__ERRLEN];
   uint32_t shm_calls;            /* shared-memory rendezvous so far */
+  baton__trace_t *trace;         /* BATON_TRACE; NULL when unset */
   char last_error[BATON__ERRLEN];
 };
 
-/* Records what failed in comm->last_error (and at WARN) and returns rc. */
+/* Records what failed in comm->last_error (and at WARN) and returns rc.
+ * A failure of communication (a lost, stuck, mismatched or aborted peer,
+ * a malformed message) breaks the communicator: every peer is told, and
+ * later calls fail at once with the same code. */
 int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* A barrier through the ring's connections (a one-byte allgather). */
+int baton__ring_barrier(baton_comm_t *comm);
+
+/* Starts a collective: 0, or the code of an earlier failure or abort. */
+int baton__comm_begin(baton_comm_t *comm, const char *name);
 
 /* Connections used by the schedule's steps. */
 baton__conn_t *baton__conn_to(baton_comm_t *comm, int peer);

@@ -153,6 +153,8 @@ static int run_round(run_t *r) {
   for (int i = 0; i < s->nsteps; i++) {
     const baton__step_t *st = &s->steps[i];
     r->step = st;
+    if (r->comm->trace)
+      baton__trace_step_begin(r->comm->trace, i);
     int fed = i > 0 && s->steps[i - 1].forward;
     int rc = 0;
     if (st->send_peer >= 0 && !fed)
@@ -161,6 +163,8 @@ static int run_round(run_t *r) {
       rc = recv_step(r, st, i + 1 < s->nsteps ? &s->steps[i + 1] : NULL);
     if (rc)
       return rc;
+    if (r->comm->trace)
+      baton__trace_step_end(r->comm->trace, i);
   }
   return 0;
 }
@@ -198,11 +202,13 @@ int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
 }
 
 const char *baton__coll_name(baton__coll_t coll) {
-  static const char *const names[] = {"allreduce", "reduce_scatter", "allgather"};
+  static const char *const names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
+                                      "barrier"};
+  _Static_assert(sizeof names / sizeof names[0] == BATON__COLL_COUNT, "a name per collective");
   return coll < BATON__COLL_COUNT ? names[coll] : "?";
 }
 
 const char *baton__phase_name(baton__phase_t phase) {
-  static const char *names[] = {"reduce_scatter", "allgather", "broadcast"};
-  return phase <= BATON__PHASE_BROADCAST ? names[phase] : "?";
+  static const char *const names[] = {"reduce_scatter", "allgather", "broadcast", "flat"};
+  return (unsigned)phase <= BATON__PHASE_FLAT ? names[phase] : "?";
 }

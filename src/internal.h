@@ -66,6 +66,7 @@ typedef struct {
   char hostid[256];        /* BATON_HOSTID, "" when unset */
   char socket_ifname[256]; /* BATON_SOCKET_IFNAME, "" when unset */
   int nsocks;              /* BATON_NSOCKS */
+  char trace[256];         /* BATON_TRACE, "" when unset */
   /* Not knobs: filled by baton__launch_env (launch_env.c). */
   char launcher[96];       /* where rank and size came from, e.g. "torchrun (RANK, WORLD_SIZE)" */
   char addr_from[80];      /* where addr came from, e.g. "MASTER_ADDR:MASTER_PORT" */

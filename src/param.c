@@ -58,6 +58,8 @@ static const param_row_t rows[] = {
      "TCP: interface name or prefix (default: the one that routes to BATON_ADDR)"},
     {"BATON_NSOCKS", P_INT, "1", 1, 16, F(nsocks),
      "TCP: sockets per connection; frames are spread over them"},
+    {"BATON_TRACE", P_STRING, "", 0, 0, F(trace),
+     "file to write a JSON line per step of every collective to, %r = rank (docs/trace.md)"},
 };
 
 static const char *const type_names[] = {"int", "float", "bytes",

@@ -24,6 +24,7 @@ typedef enum {
   BATON__PHASE_REDUCE_SCATTER,
   BATON__PHASE_ALLGATHER,
   BATON__PHASE_BROADCAST,
+  BATON__PHASE_FLAT,      /* one step, every rank reads every other rank */
 } baton__phase_t;
 
 typedef enum {
@@ -48,6 +49,7 @@ typedef enum {
   BATON__COLL_REDUCE_SCATTER,
   BATON__COLL_ALLGATHER,
   BATON__COLL_BROADCAST,
+  BATON__COLL_BARRIER, /* no schedule: only its signature is exchanged */
   BATON__COLL_COUNT
 } baton__coll_t;
 
@@ -72,6 +74,37 @@ void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
  * so a large buffer costs about one transfer plus N-2 segment latencies. */
 void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                            const int *order, int root);
+
+/* ---- The algorithms, as one table (algo.c): the one place the tracer, the
+ * diagram tool, the cost model and the tests ask for a schedule. A new
+ * algorithm adds a row there and appears in all of them. */
+
+/* recv_chunk/send_chunk value meaning the whole buffer (flat). */
+#define BATON__ALL_CHUNKS (-1)
+
+typedef struct {
+  const char *name;
+  unsigned colls;   /* bit (1u << coll) for each collective it serves */
+  const char *layout; /* how to draw the ranks: "ring" or "tree" */
+  int (*max_steps)(int size);
+  /* Fills s for one rank; count is the count of the public call, root
+   * the root of a rooted collective (broadcast). */
+  void (*build)(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                size_t count, int root);
+} baton__algo_t;
+
+/* The table, *n rows; and the row named `name`, or NULL. */
+const baton__algo_t *baton__algos(int *n);
+const baton__algo_t *baton__algo_find(const char *name);
+/* Collective by name, or BATON__COLL_COUNT. */
+baton__coll_t baton__coll_find(const char *name);
+
+/* The schedule of `algo` for (coll, rank, size, count, root). s->steps
+ * must hold algo->max_steps(size) steps; root matters only to rooted
+ * collectives. Returns 0, or -1 when algo does not serve coll or the
+ * arguments are out of range. */
+int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
+                        int rank, int size, size_t count, int root);
 
 /* Chunk c of `count` elements cut into n chunks: the first count % n chunks
  * hold one element more. */

@@ -8,13 +8,18 @@
 # `N passed, M failed`, counting test invocations; the exit status is 1 if
 # any failed.
 #
-# The tests: the unit tests (test_reduce, test_store, test_launcher.sh) when
-# present; test_launch_env.sh (torchrun, mpirun, Hydra and Slurm variables);
+# The tests: the unit tests (test_reduce, test_store, test_schedule,
+# test_model, test_launcher.sh) when present; test_launcher_hosts.sh and
+# test_launch_env.sh (torchrun, mpirun, Hydra and Slurm variables);
 # test_cluster_net.sh (the emulated cluster; it skips, saying why, when not
 # root); test_fault (a peer that dies or stalls); test_install.sh and
-# test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
+# test_readme.sh; test_trace (BATON_TRACE's lines) and test_viz.sh (baton-viz
+# and baton-model); test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
 # cores), each also through the ring with 256-byte segments, and once with
-# the flat algorithm for every size; test_api at 1 and 2 ranks. Then the
+# the flat algorithm for every size; test_api at 1 and 2 ranks; the training
+# example and the Python binding (tests/test_python.py, test_train.py, which
+# need /usr/bin/python3 with python3-numpy); test_bench.sh (baton-bench and
+# the peers). Then the
 # sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
 # the quick collective sweeps and the API test run again under ASan+UBSan
 # with leak detection.
@@ -88,7 +93,7 @@ coll_at() {
 
 suite_start=$(now_ms)
 
-for unit in test_reduce test_store; do
+for unit in test_reduce test_store test_schedule test_model; do
   if [ -x "$BUILD/tests/$unit" ]; then
     run "$unit" 1 "$BUILD/tests/$unit"
   fi
@@ -129,6 +134,15 @@ run "test_coll -n 4 --quick 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
 run "test_coll -n 5 --quick 3 hosts interleaved $RING_SMALL" 1 env $RING_SMALL \
   "$BUILD/bin/baton-run" -n 5 \
   sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0" --quick' "$BUILD/tests/test_coll"
+# Lost ranks, aborts and mismatched calls: every rank fails fast with the
+# right code, on shared memory, TCP, and both at once.
+for mode in kill abort mismatch; do
+  run "test_failure $mode 4" 1 env BATON_TIMEOUT=20 "$BUILD/tests/test_failure" "$mode" 4
+  run "test_failure $mode 4 BATON_TRANSPORT=tcp" 1 env BATON_TIMEOUT=20 BATON_TRANSPORT=tcp \
+    "$BUILD/tests/test_failure" "$mode" 4
+  run "test_failure $mode 4 2 hosts x 2 ranks" 1 env BATON_TIMEOUT=20 TEST_HOSTS=2 \
+    "$BUILD/tests/test_failure" "$mode" 4
+done
 # The unique-id path (the program starts its own ranks) and baton_mpi.h
 # under a real mpirun.
 run "test_uniqueid 1" 1 "$BUILD/tests/test_uniqueid" 1
@@ -141,10 +155,40 @@ done
 # A peer that vanishes or stalls: errors naming it, never a hang.
 run "test_fault exit" 1 env BATON_TIMEOUT=5 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" exit
 run "test_fault stall" 1 env BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" stall
+# The training example: N ranks reach one process's weights (--check).
+for n in 1 2 3 4; do
+  run "examples/train --check -n $n" 0 "$BUILD/bin/baton-run" -n "$n" "$BUILD/examples/train" --check
+done
+# The Python binding (python/baton) and its examples, with Debian's
+# interpreter and python3-numpy; without NumPy that is one failure saying so.
+PY=/usr/bin/python3
+if run "python3-numpy for $PY" 0 "$PY" -c 'import numpy'; then
+  for n in 1 2 4; do
+    run "test_python.py -n $n" 1 env PYTHONPATH=python "$BUILD/bin/baton-run" -n "$n" "$PY" tests/test_python.py
+  done
+  run "test_python.py stall" 1 env PYTHONPATH=python BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 \
+    "$PY" tests/test_python.py stall
+  for n in 1 2 3 4; do
+    run "test_train.py -n $n" 1 env PYTHONPATH=python "$BUILD/bin/baton-run" -n "$n" "$PY" tests/test_train.py
+  done
+  run "examples/bucketing.py -n 2" 0 env PYTHONPATH=python "$BUILD/bin/baton-run" -n 2 \
+    "$PY" examples/bucketing.py --iters 2
+else
+  echo "SKIP            Python tests: $PY cannot import numpy (apt-get install -y python3-numpy)"
+fi
 # As a user would: install, build against the installed header with
 # pkg-config, run at 1..8 ranks. And the README's knob table is current.
 run "test_install.sh" 1 env BUILD="$BUILD" bash tests/test_install.sh
 run "test_readme.sh" 1 env BUILD="$BUILD" bash tests/test_readme.sh
+# BATON_TRACE's lines, and baton-viz / baton-model (test_viz.sh traces 4 ranks).
+for n in 1 3; do
+  run "test_trace -n $n" 1 env BATON_TRACE="$LOGS/trace-n$n.%r" "$BUILD/bin/baton-run" -n "$n" \
+    "$BUILD/tests/test_trace"
+done
+run "test_viz.sh" 1 env BUILD="$BUILD" bash tests/test_viz.sh
+# baton-bench's --check for every collective it has, its flags and errors;
+# the peers too where bench/Makefile.peers built them.
+run "test_bench.sh" 1 env BUILD="$BUILD" bash tests/test_bench.sh
 
 if [ "${BATON_SKIP_SAN:-0}" = 1 ]; then
   echo "SKIP            sanitizer pass (BATON_SKIP_SAN=1)"
@@ -152,7 +196,7 @@ else
   # The nested make must not inherit the outer make's jobserver.
   if run "make SAN=1" 0 env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
-    for unit in test_reduce test_store; do
+    for unit in test_reduce test_store test_schedule test_model; do
       if [ -x "$SAN_BUILD/tests/$unit" ]; then
         run "asan $unit" 1 "$SAN_BUILD/tests/$unit"
       fi
@@ -166,6 +210,8 @@ else
     run "asan test_coll -n 4 --quick 2 hosts x 2 ranks, tcp $RING_SMALL" 1 env $RING_SMALL \
       BATON_NSOCKS=2 "$SAN_BUILD/bin/baton-run" -n 4 \
       sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick' "$SAN_BUILD/tests/test_coll"
+    run "asan test_trace -n 3" 1 env BATON_TRACE="$LOGS/asan-trace.%r" \
+      "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_trace"
     for n in 1 2; do
       run "asan test_api -n $n" 1 "$SAN_BUILD/bin/baton-run" -n "$n" \
         "$SAN_BUILD/tests/test_api"

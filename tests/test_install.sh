@@ -2,7 +2,7 @@
 # tests/test_install.sh - what a user does: `make install PREFIX=DIR`, then a
 # program written only against baton.h, built with pkg-config, run under the
 # installed baton-run at 1..8 ranks. The program is test_coll: it includes
-# nothing of the library but baton.h.
+# nothing of the library but baton.h. Then the Python package, installed.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -14,7 +14,7 @@ check() { # check NAME CMD...
 }
 
 check "make install" make -s install PREFIX="$prefix" BUILD="$BUILD"
-for f in include/baton.h lib/libbaton.so lib/libbaton.a lib/pkgconfig/baton.pc bin/baton-run bin/baton-bench; do
+for f in include/baton.h lib/libbaton.so lib/libbaton.a lib/pkgconfig/baton.pc bin/baton-run bin/baton-bench bin/baton-viz bin/baton-model; do
   check "installed $f" test -e "$prefix/$f"
 done
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
@@ -28,5 +28,17 @@ for n in 1 2 3 4 5 8; do
   check "installed test_coll at $n ranks" \
     sh -c "'$prefix/bin/baton-run' -n $n '$prefix/test_coll' > '$prefix/out.$n' 2>&1 || { tail -5 '$prefix/out.$n'; false; }"
 done
+
+# The Python package: installed beside the library, it loads the installed
+# libbaton.so by itself (run from / so that nothing of the source tree is
+# near), and its test passes under the installed baton-run.
+site=$prefix/lib/python3/site-packages
+check "installed python package" test -e "$site/baton/__init__.py" -a -e "$site/baton/_lib.py"
+check "installed package loads the installed libbaton.so" \
+  sh -c "cd / && PYTHONPATH='$site' /usr/bin/python3 -c 'import baton; print(baton._lib.path)' |
+         grep -qxF '$prefix/lib/libbaton.so'"
+check "installed package's test at 2 ranks" \
+  sh -c "PYTHONPATH='$site' '$prefix/bin/baton-run' -n 2 /usr/bin/python3 tests/test_python.py > '$prefix/py.out' 2>&1 &&
+         grep -q 'library $prefix/lib/libbaton.so' '$prefix/py.out' || { tail -5 '$prefix/py.out'; false; }"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

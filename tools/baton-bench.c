@@ -5,11 +5,15 @@
  *   baton-run -n 2 build/bin/baton-bench -c allreduce -b 8 -e 128M -f 4 \
  *       -w 5 -n 20
  *
- * bench/peers/mpi_bench.c prints the same columns for MPI, with the same
- * flags and the same timing, and bench/compare-shm.sh puts the two side by
- * side. The benchmark itself, which the two share (flags, data and their
+ * bench/peers/ prints the same columns for Open MPI, MPICH and Gloo, with
+ * the same flags and the same timing, and bench/compare.sh puts them side
+ * by side. The benchmark itself, which they share (flags, data and their
  * check, timing, columns), is in tools/bench_common.h, with how it times;
- * this file holds what is baton's: the calls, the version, --params.
+ * this file holds what is baton's: the calls, the version, -a, --params.
+ *
+ * broadcast, reduce, alltoall, gather and scatter are compiled in when
+ * include/baton.h declares them: the Makefile greps the header and defines
+ * BENCH_HAVE_<name>. A build without one says so for -c <name>.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,20 +51,27 @@ static void usage(FILE *f)
   fprintf(f,
           "usage: baton-run -n N baton-bench [options]\n"
           "  -c, --collective NAME   allreduce (default), reduce_scatter, "
-          "allgather\n"
+          "allgather,\n"
+          "                          broadcast, reduce, alltoall, gather, "
+          "scatter\n"
           BENCH_USAGE_SIZES
           "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
           "float16 bfloat16\n"
           "                          float32 (default) float64\n"
           "  -o, --op OP             sum (default) prod min max avg\n"
+          "  -a, --algo ALGO         sets BATON_ALGO for this run (ring, "
+          "naive, rhd, rd, tree,\n"
+          "                          pairwise, or COLL:ALGO,...)\n"
           BENCH_USAGE_CHECK
           "      --params            print the table of BATON_* knobs and "
           "exit\n"
           "  -h, --help              this text\n"
           "Sizes are of the whole buffer, as in nccl-tests; time is the "
           "slowest rank's\n"
-          "average per call; busbw = algbw * 2(n-1)/n (allreduce) or "
-          "(n-1)/n.\n");
+          "average per call; busbw = algbw * 2(n-1)/n (allreduce), "
+          "(n-1)/n (reduce_scatter,\n"
+          "allgather, alltoall, gather, scatter) or 1 (broadcast, "
+          "reduce).\n");
 }
 
 static void check_rc(const bench_t *b, int rc, const char *what)
@@ -70,12 +81,72 @@ static void check_rc(const bench_t *b, int rc, const char *what)
               baton_strerror(rc), baton_comm_last_error(b->comm));
 }
 
+/* The collectives of issue 4, each compiled in once baton.h has it. */
+static const char *why_not(coll_t c)
+{
+  static const char *const missing =
+      "not supported by this build of baton (include/baton.h does not "
+      "declare it)";
+  (void)missing; /* when every one is there */
+  switch (c) {
+#ifndef BENCH_HAVE_broadcast
+  case COLL_BROADCAST: return missing;
+#endif
+#ifndef BENCH_HAVE_reduce
+  case COLL_REDUCE: return missing;
+#endif
+#ifndef BENCH_HAVE_alltoall
+  case COLL_ALLTOALL: return missing;
+#endif
+#ifndef BENCH_HAVE_gather
+  case COLL_GATHER: return missing;
+#endif
+#ifndef BENCH_HAVE_scatter
+  case COLL_SCATTER: return missing;
+#endif
+  default: return NULL;
+  }
+}
+
+/* The rooted collectives and alltoall; 0 when this build lacks c. */
+static int run_more(const bench_t *b, const layout_t *L, baton_dtype_t dt,
+                    baton_op_t op)
+{
+  int root = b->o.root;
+
+  (void)L, (void)dt, (void)op, (void)root;
+  switch (b->o.coll) {
+#ifdef BENCH_HAVE_broadcast
+  case COLL_BROADCAST:
+    return baton_broadcast(L->send, L->recv, b->total, dt, root, b->comm);
+#endif
+#ifdef BENCH_HAVE_reduce
+  case COLL_REDUCE:
+    return baton_reduce(L->send, L->recv, b->total, dt, op, root, b->comm);
+#endif
+#ifdef BENCH_HAVE_alltoall
+  case COLL_ALLTOALL:
+    return baton_alltoall(L->send, L->recv, b->part, dt, b->comm);
+#endif
+#ifdef BENCH_HAVE_gather
+  case COLL_GATHER:
+    return baton_gather(L->send, L->recv, b->part, dt, root, b->comm);
+#endif
+#ifdef BENCH_HAVE_scatter
+  case COLL_SCATTER:
+    return baton_scatter(L->send, L->recv, b->part, dt, root, b->comm);
+#endif
+  default:
+    bench_die("-c %s: %s", coll_names[b->o.coll], why_not(b->o.coll));
+  }
+}
+
 /* In place, baton finds the overlap of the buffers by itself. */
 static void run_coll(const bench_t *b, const layout_t *L, int inplace)
 {
   baton_dtype_t dt = baton_dtypes[b->o.dtype];
   baton_op_t op = baton_ops[b->o.op];
-  int rc = BATON_OK;
+  int rc;
 
   (void)inplace;
   switch (b->o.coll) {
@@ -88,7 +159,9 @@ static void run_coll(const bench_t *b, const layout_t *L, int inplace)
   case COLL_ALLGATHER:
     rc = baton_allgather(L->send, L->recv, b->part, dt, b->comm);
     break;
-  default: break;
+  default:
+    rc = run_more(b, L, dt, op);
+    break;
   }
   check_rc(b, rc, coll_names[b->o.coll]);
 }
@@ -105,13 +178,12 @@ static void barrier(const bench_t *b)
   check_rc(b, baton_barrier(b->comm), "barrier");
 }
 
-/* The MAX over ranks of x, and the SUM over ranks of n. */
-static double max_over_ranks(const bench_t *b, double x)
+/* The MAX over ranks of x[0 .. n), and the SUM over ranks of n. */
+static void max_over_ranks(const bench_t *b, double *x, int n)
 {
-  double max;
-  check_rc(b, baton_allreduce(&x, &max, 1, BATON_FLOAT64, BATON_MAX, b->comm),
+  check_rc(b,
+           baton_allreduce(x, x, (size_t)n, BATON_FLOAT64, BATON_MAX, b->comm),
            "allreduce of the times");
-  return max;
 }
 
 static long long sum_over_ranks(const bench_t *b, long long n)
@@ -120,6 +192,18 @@ static long long sum_over_ranks(const bench_t *b, long long n)
   check_rc(b, baton_allreduce(&mine, &sum, 1, BATON_INT64, BATON_SUM, b->comm),
            "allreduce of #wrong");
   return (long long)sum;
+}
+
+/* -a sets BATON_ALGO for this process, before baton_comm_init() reads
+ * it; a library that has no such knob would silently ignore it, so that
+ * is an error. */
+static void set_algo(const char *algo)
+{
+  if (strstr(baton_params_describe(), "BATON_ALGO ") == NULL)
+    bench_die("-a %s: this build of baton does not read BATON_ALGO "
+              "(baton-bench --params lists what it reads)", algo);
+  if (setenv("BATON_ALGO", algo, 1) != 0)
+    bench_die("-a %s: setenv failed", algo);
 }
 
 static const struct option baton_longopts[] = {
@@ -133,11 +217,12 @@ static const bench_prog_t baton_bench = {
     .max_over_ranks = max_over_ranks,
     .sum_over_ranks = sum_over_ranks,
     .longopts = baton_longopts,
-    .ncolls = COLL_ALLGATHER + 1,
-    .bad_coll = "expected allreduce, reduce_scatter or allgather",
+    .why_not = why_not,
+    .algo_help = "an algorithm name for BATON_ALGO",
     .bad_dtype = "expected int8, uint8, int32, uint32, int64, uint64, "
                  "float16, bfloat16, float32 or float64",
     .bad_op = "expected sum, prod, min, max or avg",
+    .lib = "baton",
 };
 
 int main(int argc, char **argv)
@@ -166,6 +251,8 @@ int main(int argc, char **argv)
       fputs(baton_params_describe(), stdout);
     return 0;
   }
+  if (b.o.algo)
+    set_algo(b.o.algo);
   if ((rc = baton_comm_init(&comm)) != BATON_OK)
     bench_die("baton_comm_init: %s: %s", baton_err_name(rc),
               baton_last_init_error());

@@ -1,25 +1,34 @@
 /*
- * bench_common.h - the benchmark that tools/baton-bench.c (baton) and
- * bench/peers/mpi_bench.c (MPI) both run, so that their outputs compare
- * line by line: the flags, the data and their check, the timing and the
- * columns of nccl-tests. Header-only and static, so that the MPI peer
- * builds with mpicc alone; it needs neither baton.h nor mpi.h. What
- * differs between the two programs (the library calls, the flags only one
- * of them has, a few messages) comes in one bench_prog_t.
+ * bench_common.h - the benchmark that tools/baton-bench.c (baton) and the
+ * peers in bench/peers/ (mpi_bench.c for Open MPI and MPICH, gloo_bench.c
+ * for Gloo) all run, so that their outputs compare line by line: the
+ * flags, the data and their check, the timing and the columns of
+ * nccl-tests. Header-only and static, so that the MPI peer builds with
+ * mpicc alone; it needs neither baton.h nor mpi.h. What differs between
+ * the programs (the library calls, the collectives and flags each has, a
+ * few messages) comes in one bench_prog_t.
  *
  * Timing, per size and per group (out-of-place, then in-place): a barrier,
- * `warmup` untimed calls, a barrier, then `iters` calls between two clock
- * reads. Each rank's average per call is reduced with MAX over the ranks,
- * and that is the time printed, as in nccl-tests. The buffers for the
- * largest size are allocated once and every page is touched before anything
- * is timed: a first-touch page fault costs more than a small collective.
+ * `warmup` untimed calls, a barrier, then `iters` calls, each between two
+ * clock reads. Each rank's average per call is reduced with MAX over the
+ * ranks, and that is the time printed, as in nccl-tests. The per-call
+ * times are reduced with MAX over the ranks too, call by call, and p50 and
+ * p99 are taken over those: the spread a caller of one collective sees.
+ * The buffers for the largest size are allocated once and every page is
+ * touched before anything is timed: a first-touch page fault costs more
+ * than a small collective.
  *
  * Sizes are those of nccl-tests: the bytes of the whole buffer, so for
- * reduce_scatter and allgather it is nranks * (per-rank count) * elsize,
- * rounded down to a multiple of nranks elements. algbw = size / time, in
- * GB/s of 1e9 bytes; busbw = algbw * 2(n-1)/n for allreduce,
- * * (n-1)/n for reduce_scatter and allgather and * 1 for broadcast: the
- * rate each rank's link would need, comparable across rank counts.
+ * reduce_scatter, allgather, alltoall, gather and scatter it is nranks *
+ * (per-rank count) * elsize, rounded down to a multiple of nranks
+ * elements. algbw = size / time, in GB/s of 1e9 bytes; busbw = algbw *
+ * 2(n-1)/n for allreduce, * (n-1)/n for reduce_scatter, allgather,
+ * alltoall, gather and scatter and * 1 for broadcast and reduce: the rate
+ * each rank's link would need, comparable across rank counts.
+ *
+ * --json prints the same figures as one JSON document (times in us), for
+ * bench/compare.sh; a sweep that runs for more than two seconds reports
+ * its progress on stderr.
  *
  * --check refills the input and poisons the output before every timed call
  * and compares the output (and, out of place, the untouched input) with a
@@ -42,16 +51,42 @@
 
 /* ------------------------------------------------------------- tables */
 
+/* Every collective -c can name; a program says which of them it has
+ * (bench_prog_t.why_not). */
 typedef enum {
   COLL_ALLREDUCE,
   COLL_REDUCE_SCATTER,
   COLL_ALLGATHER,
-  COLL_BROADCAST, /* mpi_bench only */
+  COLL_BROADCAST,
+  COLL_REDUCE,
+  COLL_ALLTOALL,
+  COLL_GATHER,
+  COLL_SCATTER,
   COLL_COUNT
 } coll_t;
 
 static const char *const coll_names[COLL_COUNT] = {
-    "allreduce", "reduce_scatter", "allgather", "broadcast"};
+    "allreduce", "reduce_scatter", "allgather", "broadcast",
+    "reduce",    "alltoall",       "gather",    "scatter"};
+
+/* Collectives whose buffer is split into one part per rank: the size is
+ * of the whole buffer, nranks parts. */
+static int coll_has_parts(coll_t c)
+{
+  return c == COLL_REDUCE_SCATTER || c == COLL_ALLGATHER ||
+         c == COLL_ALLTOALL || c == COLL_GATHER || c == COLL_SCATTER;
+}
+
+static int coll_has_op(coll_t c)
+{
+  return c == COLL_ALLREDUCE || c == COLL_REDUCE_SCATTER || c == COLL_REDUCE;
+}
+
+static int coll_has_root(coll_t c)
+{
+  return c == COLL_BROADCAST || c == COLL_REDUCE || c == COLL_GATHER ||
+         c == COLL_SCATTER;
+}
 
 typedef enum { KIND_SINT, KIND_UINT, KIND_FLOAT } kind_t;
 
@@ -91,9 +126,11 @@ typedef struct {
   int warmup, iters;
   dtype_t dtype;
   op_t op;
-  int root; /* -r, mpi_bench only */
+  int root;         /* -r: of broadcast, reduce, gather and scatter */
+  const char *algo; /* -a: the program says what it means; NULL: none */
   int inplace_only;
   int check;
+  int json;   /* --json: one JSON document on stdout instead of the table */
   int params; /* --params, baton-bench only */
 } opts_t;
 
@@ -104,11 +141,13 @@ typedef struct {
   size_t elsize;
   char *sendbuf, *recvbuf; /* max_bytes each, touched before timing */
   char *pattern, *expect;  /* --check only: this size's input and output */
+  double *iter_s;          /* iters: per-call seconds, then their MAX */
   long long reported;      /* mismatches printed so far */
+  char note[256]; /* a line the program adds to the header, or "" */
   /* this size */
   size_t total; /* elements of the whole buffer */
-  size_t part;  /* per-rank elements for reduce_scatter and allgather,
-                   total otherwise */
+  size_t part;  /* per-rank elements when coll_has_parts(), total
+                   otherwise */
 } bench_t;
 
 /* Where one group's input and output live. In place they overlap. */
@@ -128,17 +167,26 @@ typedef struct {
   void (*run)(const bench_t *b, const layout_t *L, int inplace);
   void (*barrier)(const bench_t *b);
   double (*now)(void); /* seconds */
-  double (*max_over_ranks)(const bench_t *b, double x);
+  /* x[i] = MAX over ranks of x[i], for i < n. */
+  void (*max_over_ranks)(const bench_t *b, double *x, int n);
   long long (*sum_over_ranks)(const bench_t *b, long long n);
   /* In-place reduce_scatter leaves the result at the start of the buffer
    * (MPI_IN_PLACE) rather than at this rank's chunk (baton.h). */
   int reduce_scatter_at_start;
+  /* Broadcast takes one buffer (MPI_Bcast): no out-of-place group. */
+  int bcast_one_buffer;
+  /* The library works in place only (Gloo's algorithms). */
+  int inplace_only;
+  /* NULL when this program can run c, else why not, for the -c error. */
+  const char *(*why_not)(coll_t c);
+  /* What -a selects, for the error when -a is given to a program that
+   * has nothing to select; NULL: -a is refused. */
+  const char *algo_help;
 
   /* Flags beyond the shared ones (see bench_parse_args()). */
   const char *shortopts;
   const struct option *longopts; /* ended by a NULL name */
-  int ncolls;                    /* -c takes coll_names[0 .. ncolls) */
-  const char *bad_coll;          /* the errors for an unknown name */
+  void (*own_opt)(int c, const char *arg); /* those of longopts */
   const char *bad_dtype;
   const char *bad_op;
   const char *lib;           /* "MPI" in "-d float16: MPI has no such ..." */
@@ -221,11 +269,15 @@ static int lookup(const char *s, const char *const *names, int n)
   "  -w, --warmup_iters W    untimed calls per size and group "              \
   "(default 5)\n"                                                            \
   "  -n, --iters N           timed calls per size and group "                \
-  "(default 20)\n"
+  "(default 20)\n"                                                           \
+  "  -r, --root R            root of broadcast, reduce, gather, scatter "    \
+  "(default 0)\n"
 #define BENCH_USAGE_CHECK                                                    \
   "  -z, --inplace           in-place group only\n"                          \
   "      --check             verify every timed call; count "                \
-  "mismatches in #wrong\n"
+  "mismatches in #wrong\n"                                                   \
+  "      --json              one JSON document on stdout instead of the "    \
+  "table\n"
 
 /* What bench_parse_args() found: go on, or print the usage and exit. */
 enum { BENCH_ARGS_OK, BENCH_ARGS_HELP, BENCH_ARGS_BAD };
@@ -238,10 +290,13 @@ static void parse_value(int c, const char *arg, opts_t *o)
 
   switch (c) {
   case 'c':
-    if (p->ncolls > COLL_BROADCAST && strcmp(arg, "bcast") == 0)
+    if (strcmp(arg, "bcast") == 0)
       arg = "broadcast";
-    if ((v = lookup(arg, coll_names, p->ncolls)) < 0)
-      bench_die("-c %s: %s", arg, p->bad_coll);
+    if ((v = lookup(arg, coll_names, COLL_COUNT)) < 0)
+      bench_die("-c %s: expected allreduce, reduce_scatter, allgather, "
+                "broadcast, reduce, alltoall, gather or scatter", arg);
+    if (p->why_not && p->why_not((coll_t)v))
+      bench_die("-c %s: %s", arg, p->why_not((coll_t)v));
     o->coll = (coll_t)v;
     break;
   case 'b':
@@ -292,7 +347,17 @@ static void parse_value(int c, const char *arg, opts_t *o)
     if (parse_int(arg, 0, 1 << 30, &o->root) != 0)
       bench_die("-r %s: expected a rank", arg);
     break;
-  default: break;
+  case 'a':
+    if (!p->algo_help)
+      bench_die("-a %s: %s has no algorithm to choose here", arg, p->lib);
+    if (*arg == '\0')
+      bench_die("-a: expected %s", p->algo_help);
+    o->algo = arg;
+    break;
+  default:
+    if (p->own_opt)
+      p->own_opt(c, arg);
+    break;
   }
 }
 
@@ -310,8 +375,11 @@ static int bench_parse_args(int argc, char **argv, opts_t *o)
       {"iters", required_argument, NULL, 'n'},
       {"datatype", required_argument, NULL, 'd'},
       {"op", required_argument, NULL, 'o'},
+      {"root", required_argument, NULL, 'r'},
+      {"algo", required_argument, NULL, 'a'},
       {"inplace", no_argument, NULL, 'z'},
       {"check", no_argument, NULL, 'C'},
+      {"json", no_argument, NULL, 'J'},
       {"help", no_argument, NULL, 'h'}};
   enum { NSHARED = sizeof shared / sizeof shared[0], NMORE = 8 };
   struct option longopts[NSHARED + NMORE + 1];
@@ -323,7 +391,7 @@ static int bench_parse_args(int argc, char **argv, opts_t *o)
        x && x->name && n < NSHARED + NMORE; x++)
     longopts[n++] = *x;
   longopts[n] = (struct option){NULL, 0, NULL, 0};
-  snprintf(shortopts, sizeof shortopts, "c:b:e:f:i:w:n:d:o:zh%s",
+  snprintf(shortopts, sizeof shortopts, "c:b:e:f:i:w:n:d:o:r:a:zh%s",
            bench_prog->shortopts ? bench_prog->shortopts : "");
 
   *o = (opts_t){.coll = COLL_ALLREDUCE, .min_bytes = 8,
@@ -333,6 +401,7 @@ static int bench_parse_args(int argc, char **argv, opts_t *o)
     switch (c) {
     case 'z': o->inplace_only = 1; break;
     case 'C': o->check = 1; break;
+    case 'J': o->json = 1; break;
     case 'P': o->params = 1; break;
     case 'h': return BENCH_ARGS_HELP;
     case '?': return BENCH_ARGS_BAD;
@@ -343,8 +412,9 @@ static int bench_parse_args(int argc, char **argv, opts_t *o)
     bench_die("unexpected argument '%s'", argv[optind]);
   if (o->min_bytes > o->max_bytes)
     bench_die("-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
-  if (o->coll == COLL_BROADCAST) /* one buffer: no out-of-place group */
-    o->inplace_only = 1;
+  if (bench_prog->inplace_only ||
+      (o->coll == COLL_BROADCAST && bench_prog->bcast_one_buffer))
+    o->inplace_only = 1; /* no out-of-place group */
   return BENCH_ARGS_OK;
 }
 
@@ -504,39 +574,53 @@ static double get_elem(const void *buf, size_t i, dtype_t dt)
 
 /* ---------------------------------------------------------- the bench */
 
+/* Where each collective's input and output are, out of place and in place.
+ * The in-place forms are those of baton.h and of MPI_IN_PLACE: the rank's
+ * own part of a parted buffer is where the result would put it, and the
+ * root of reduce, gather and scatter alone has a result or an input. */
 static layout_t layout(const bench_t *b, int inplace)
 {
   size_t me = (size_t)b->rank * b->part * b->elsize;
+  int is_root = b->rank == b->o.root;
   layout_t L = {b->sendbuf, b->total, b->recvbuf, b->total};
 
+  if (inplace)
+    L.send = b->recvbuf;
   switch (b->o.coll) {
-  case COLL_ALLREDUCE:
-    if (inplace)
-      L.send = b->recvbuf;
-    break;
   case COLL_REDUCE_SCATTER:
     L.recv_count = b->part;
-    if (inplace) {
-      L.send = b->recvbuf;
-      if (!bench_prog->reduce_scatter_at_start)
-        L.recv = b->recvbuf + me;
-    }
+    if (inplace && !bench_prog->reduce_scatter_at_start)
+      L.recv = b->recvbuf + me;
     break;
   case COLL_ALLGATHER:
+  case COLL_GATHER:
     L.send_count = b->part;
     if (inplace)
       L.send = b->recvbuf + me;
+    if (b->o.coll == COLL_GATHER && !is_root)
+      L.recv_count = 0;
     break;
   case COLL_BROADCAST:
-    L.send = b->recvbuf;
-    L.send_count = b->rank == b->o.root ? b->total : 0;
+    L.send_count = is_root ? b->total : 0;
     break;
-  default: break;
+  case COLL_REDUCE:
+    L.recv_count = is_root ? b->total : 0;
+    break;
+  case COLL_SCATTER:
+    L.send_count = is_root ? b->total : 0;
+    L.recv_count = b->part;
+    if (inplace)
+      L.recv = b->recvbuf + me;
+    break;
+  default: break; /* allreduce, alltoall: whole buffers */
   }
   return L;
 }
 
-/* Writes this rank's input for this size into dst (layout send_count). */
+/* Writes this rank's input for this size into dst (layout send_count).
+ * Rank q's part i of a gathered or scattered buffer holds
+ * gather_input(q, i); in alltoall, part j of rank q's input goes to rank
+ * j. */
 static void fill_input(const bench_t *b, char *dst)
 {
   dtype_t dt = b->o.dtype;
@@ -545,15 +629,21 @@ static void fill_input(const bench_t *b, char *dst)
 
   switch (b->o.coll) {
   case COLL_ALLGATHER:
+  case COLL_GATHER:
     for (i = 0; i < b->part; i++)
       put_elem(dst, i, dt, gather_input(kind, b->rank, base + i));
     break;
   case COLL_BROADCAST:
+  case COLL_SCATTER:
     if (b->rank == b->o.root)
       for (i = 0; i < b->total; i++)
         put_elem(dst, i, dt, gather_input(kind, b->o.root, i));
     break;
-  default:
+  case COLL_ALLTOALL:
+    for (i = 0; i < b->total; i++)
+      put_elem(dst, i, dt, gather_input(kind, b->rank, i));
+    break;
+  default: /* the reductions */
     for (i = 0; i < b->total; i++)
       put_elem(dst, i, dt, reduce_input(b->o.op, kind, b->rank, b->nranks, i));
     break;
@@ -569,7 +659,8 @@ static void fill_expect(const bench_t *b, char *dst)
 
   switch (b->o.coll) {
   case COLL_ALLREDUCE:
-    for (i = 0; i < b->total; i++)
+  case COLL_REDUCE:
+    for (i = 0; i < layout(b, 0).recv_count; i++)
       put_elem(dst, i, dt, reduce_expect(b->o.op, dt, b->nranks, i));
     break;
   case COLL_REDUCE_SCATTER:
@@ -577,12 +668,22 @@ static void fill_expect(const bench_t *b, char *dst)
       put_elem(dst, i, dt, reduce_expect(b->o.op, dt, b->nranks, base + i));
     break;
   case COLL_ALLGATHER:
-    for (i = 0; i < b->total; i++)
+  case COLL_GATHER:
+    for (i = 0; i < layout(b, 0).recv_count; i++)
       put_elem(dst, i, dt, gather_input(kind, (int)(i / b->part), i));
     break;
   case COLL_BROADCAST:
     for (i = 0; i < b->total; i++)
       put_elem(dst, i, dt, gather_input(kind, b->o.root, i));
+    break;
+  case COLL_SCATTER:
+    for (i = 0; i < b->part; i++)
+      put_elem(dst, i, dt, gather_input(kind, b->o.root, base + i));
+    break;
+  case COLL_ALLTOALL:
+    for (i = 0; i < b->total; i++)
+      put_elem(dst, i, dt,
+               gather_input(kind, (int)(i / b->part), base + i % b->part));
     break;
   default: break;
   }
@@ -612,50 +713,85 @@ static long long count_wrong(bench_t *b, const char *what,
   return wrong;
 }
 
-/* One group at this size: the MAX over ranks of the per-call average, in
- * seconds; *wrong gets the mismatches summed over ranks and calls. */
-static double time_group(bench_t *b, int inplace, long long *wrong)
+/* The figures of one group (out-of-place or in-place) at one size. */
+typedef struct {
+  double sec;      /* MAX over ranks of each rank's average per call */
+  double p50, p99; /* of the per-call times, each the MAX over ranks */
+  long long wrong; /* summed over ranks and calls; --check only */
+} group_t;
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted[0 .. n). */
+static double percentile(const double *sorted, int n, double q)
+{
+  int k = (int)ceil(q * n) - 1;
+  return sorted[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+/* One group at this size. Every call is timed on its own (a clock read
+ * costs tens of nanoseconds); the per-call times and each rank's average
+ * are reduced with MAX over the ranks in one call, so call i's time is the
+ * slowest rank's, and p50/p99 are taken over those. */
+static group_t time_group(bench_t *b, int inplace)
 {
   const bench_prog_t *p = bench_prog;
   layout_t L = layout(b, inplace);
   size_t es = b->elsize;
-  double t, sum = 0;
+  int iters = b->o.iters;
+  double t, t1, sum = 0;
   long long mine = 0;
+  group_t g;
 
   fill_input(b, L.send);
   p->barrier(b);
   for (int w = 0; w < b->o.warmup; w++)
     p->run(b, &L, inplace);
   p->barrier(b);
-  if (!b->o.check) {
-    t = p->now();
-    for (int it = 0; it < b->o.iters; it++)
-      p->run(b, &L, inplace);
-    sum = p->now() - t;
-  } else {
-    for (int it = 0; it < b->o.iters; it++) {
+  t = p->now();
+  for (int it = 0; it < iters; it++) {
+    if (b->o.check) {
       memset(L.recv, 0xa5, L.recv_count * es);
       memcpy(L.send, b->pattern, L.send_count * es);
       p->barrier(b);
       t = p->now();
-      p->run(b, &L, inplace);
-      sum += p->now() - t;
+    }
+    p->run(b, &L, inplace);
+    t1 = p->now();
+    b->iter_s[it] = t1 - t;
+    sum += t1 - t;
+    t = t1;
+    if (b->o.check) {
       mine += count_wrong(b, "result", L.recv, b->expect, L.recv_count);
       if (!inplace)
         mine += count_wrong(b, "sendbuf", L.send, b->pattern, L.send_count);
     }
   }
-  *wrong = p->sum_over_ranks(b, mine);
-  return p->max_over_ranks(b, sum / b->o.iters);
+  b->iter_s[iters] = sum / iters;
+  p->max_over_ranks(b, b->iter_s, iters + 1);
+  g.sec = b->iter_s[iters];
+  qsort(b->iter_s, (size_t)iters, sizeof *b->iter_s, cmp_double);
+  g.p50 = percentile(b->iter_s, iters, 0.50);
+  g.p99 = percentile(b->iter_s, iters, 0.99);
+  g.wrong = p->sum_over_ranks(b, mine);
+  return g;
 }
 
+/* nccl-tests' bus bandwidth factors. */
 static double bus_factor(coll_t coll, int n)
 {
   switch (coll) {
   case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
   case COLL_REDUCE_SCATTER:
-  case COLL_ALLGATHER: return (double)(n - 1) / n;
-  default: return 1.0;
+  case COLL_ALLGATHER:
+  case COLL_ALLTOALL:
+  case COLL_GATHER:
+  case COLL_SCATTER: return (double)(n - 1) / n;
+  default: return 1.0; /* broadcast, reduce */
   }
 }
 
@@ -668,89 +804,226 @@ static void format_time(char *buf, size_t cap, double us)
 
 static const char *redop_name(const bench_t *b)
 {
-  return b->o.coll <= COLL_REDUCE_SCATTER ? op_names[b->o.op] : "none";
+  return coll_has_op(b->o.coll) ? op_names[b->o.op] : "none";
+}
+
+static int root_shown(const bench_t *b)
+{
+  return coll_has_root(b->o.coll) ? b->o.root : -1;
+}
+
+/* s as a JSON string. */
+static void json_str(const char *s)
+{
+  putchar('"');
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      printf("\\%c", c);
+    else if (c < 0x20)
+      printf("\\u%04x", c);
+    else
+      putchar(c);
+  }
+  putchar('"');
+}
+
+/* What the header names besides the options: where it ran and with what
+ * in the environment, so that a saved output says how it was made. */
+typedef struct {
+  char host[256], cpu[256], env[1024];
+} run_info_t;
+
+static int is_launcher_var(const char *e)
+{
+  static const char *const set_by_launcher[] = {
+      "BATON_RANK=", "BATON_SIZE=", "BATON_ADDR=", "BATON_LOCAL_RANK=",
+      "BATON_LOCAL_SIZE="};
+  for (size_t i = 0; i < sizeof set_by_launcher / sizeof *set_by_launcher;
+       i++)
+    if (strncmp(e, set_by_launcher[i], strlen(set_by_launcher[i])) == 0)
+      return 1;
+  return 0;
+}
+
+static void run_info(run_info_t *ri)
+{
+  char line[512];
+  FILE *f;
+  extern char **environ;
+
+  snprintf(ri->host, sizeof ri->host, "?");
+  snprintf(ri->cpu, sizeof ri->cpu, "?");
+  gethostname(ri->host, sizeof ri->host - 1);
+  if ((f = fopen("/proc/cpuinfo", "r")) != NULL) {
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+        snprintf(ri->cpu, sizeof ri->cpu, "%s", strchr(line, ':') + 2);
+        ri->cpu[strcspn(ri->cpu, "\n")] = '\0';
+        break;
+      }
+    fclose(f);
+  }
+  /* LD_PRELOAD (the peers run with tcmalloc) and the BATON_ knobs a run
+   * was given, but not those the launchers set for every rank. */
+  ri->env[0] = '\0';
+  for (char **e = environ; *e; e++) {
+    size_t used = strlen(ri->env);
+    if (strncmp(*e, "LD_PRELOAD=", 11) != 0 &&
+        (strncmp(*e, "BATON_", 6) != 0 || is_launcher_var(*e)))
+      continue;
+    snprintf(ri->env + used, sizeof ri->env - used, "%s%s", used ? " " : "",
+             *e);
+  }
+}
+
+/* The peers' note: which allocator they run with. A page fault costs
+ * about 12 us on a small virtual machine and glibc returns every buffer
+ * above 32 MiB with munmap, so an MPI that allocates scratch per call is
+ * measured unfairly without tcmalloc; the output says which it was. */
+__attribute__((unused)) static void bench_note_allocator(bench_t *b)
+{
+  const char *pre = getenv("LD_PRELOAD");
+
+  if (pre && strstr(pre, "tcmalloc"))
+    snprintf(b->note, sizeof b->note, "allocator: tcmalloc (LD_PRELOAD=%s)",
+             pre);
+  else
+    snprintf(b->note, sizeof b->note,
+             "allocator: glibc malloc (no tcmalloc preloaded)");
+}
+
+static void print_header_json(const bench_t *b, int argc, char **argv,
+                              const char *library, const run_info_t *ri)
+{
+  printf("{\"command\": [");
+  for (int i = 0; i < argc; i++) {
+    printf(i ? ", " : "");
+    json_str(argv[i]);
+  }
+  printf("],\n \"library\": ");
+  json_str(library);
+  printf(", \"note\": ");
+  json_str(b->note);
+  printf(",\n \"collective\": \"%s\", \"nranks\": %d, \"dtype\": \"%s\", "
+         "\"op\": \"%s\", \"root\": %d, \"algo\": ",
+         coll_names[b->o.coll], b->nranks, dtypes[b->o.dtype].name,
+         redop_name(b), root_shown(b));
+  json_str(b->o.algo ? b->o.algo : "");
+  printf(",\n \"warmup\": %d, \"iters\": %d, \"check\": %d, \"host\": ",
+         b->o.warmup, b->o.iters, b->o.check);
+  json_str(ri->host);
+  printf(", \"nproc\": %ld, \"cpu\": ", sysconf(_SC_NPROCESSORS_ONLN));
+  json_str(ri->cpu);
+  printf(", \"env\": ");
+  json_str(ri->env);
+  printf(",\n \"results\": [");
 }
 
 static void print_header(const bench_t *b, int argc, char **argv,
                          const char *library)
 {
-  char host[256] = "?", cpu[256] = "?", line[512];
-  FILE *f;
+  static const char *const h1[] = {"time", "algbw", "busbw", "#wrong", "p50",
+                                   "p99"};
+  static const char *const h2[] = {"(us)", "(GB/s)", "(GB/s)", "", "(us)",
+                                   "(us)"};
+  run_info_t ri;
 
-  gethostname(host, sizeof host - 1);
-  if ((f = fopen("/proc/cpuinfo", "r")) != NULL) {
-    while (fgets(line, sizeof line, f))
-      if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-        snprintf(cpu, sizeof cpu, "%s", strchr(line, ':') + 2);
-        cpu[strcspn(cpu, "\n")] = '\0';
-        break;
-      }
-    fclose(f);
+  run_info(&ri);
+  if (b->o.json) {
+    print_header_json(b, argc, argv, library, &ri);
+    return;
   }
   printf("# command:");
   for (int i = 0; i < argc; i++)
     printf(" %s", argv[i]);
   printf("\n# library: %s\n", library);
-  printf("# collective %s  nranks %d  dtype %s  op %s  sizes %zu..%zu %s%zu"
-         "  warmup %d  iters %d  check %d\n",
+  if (b->note[0])
+    printf("# note: %s\n", b->note);
+  printf("# collective %s  nranks %d  dtype %s  op %s  root %d  sizes "
+         "%zu..%zu %s%zu  warmup %d  iters %d  check %d%s%s\n",
          coll_names[b->o.coll], b->nranks, dtypes[b->o.dtype].name,
-         redop_name(b), b->o.min_bytes, b->o.max_bytes,
+         redop_name(b), root_shown(b), b->o.min_bytes, b->o.max_bytes,
          b->o.factor ? "x" : "+", b->o.factor ? b->o.factor : b->o.step,
-         b->o.warmup, b->o.iters, b->o.check);
-  printf("# host %s  nproc %ld  cpu %s\n#\n", host,
-         sysconf(_SC_NPROCESSORS_ONLN), cpu);
-  if (b->o.inplace_only) {
-    printf("#%43s%36s\n", "", "in-place");
-    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s\n", "size", "count",
-           "type", "redop", "time", "algbw", "busbw", "#wrong");
-    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s\n", "(B)",
-           "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
-  } else {
-    printf("#%43s%36s%36s\n", "", "out-of-place", "in-place");
-    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s  %6s\n",
-           "size", "count", "type", "redop", "time", "algbw", "busbw",
-           "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s  %6s\n",
-           "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "",
-           "(us)", "(GB/s)", "(GB/s)", "");
+         b->o.warmup, b->o.iters, b->o.check, b->o.algo ? "  algo " : "",
+         b->o.algo ? b->o.algo : "");
+  printf("# host %s  nproc %ld  cpu %s\n", ri.host,
+         sysconf(_SC_NPROCESSORS_ONLN), ri.cpu);
+  printf("# env: %s\n", ri.env[0] ? ri.env : "(no LD_PRELOAD, no BATON_*)");
+  printf("# time: the slowest rank's average per call; p50/p99: of the "
+         "per-call times, each the slowest rank's\n#\n");
+  printf("#%49s", "");
+  if (!b->o.inplace_only)
+    printf("%56s", "out-of-place");
+  printf("%56s\n", "in-place");
+  for (int row = 0; row < 2; row++) {
+    const char *const *h = row ? h2 : h1;
+    printf("# %10s  %12s  %8s  %6s  %4s", row ? "(B)" : "size",
+           row ? "(elements)" : "count", row ? "" : "type",
+           row ? "" : "redop", row ? "" : "root");
+    for (int grp = b->o.inplace_only; grp <= 1; grp++)
+      printf("  %8s  %7s  %7s  %6s  %8s  %8s", h[0], h[1], h[2], h[3], h[4],
+             h[5]);
+    printf("\n");
   }
   fflush(stdout);
 }
 
-/* One line of output; returns the sum of its busbw figures and counts them
- * into *nbw, for the average at the end. */
-static double run_size(bench_t *b, long long *wrong_total, int *nbw)
+static void print_group(const bench_t *b, const group_t *g, double algbw,
+                        double busbw, int first)
+{
+  char tbuf[32], p50[32], p99[32], wbuf[32];
+
+  if (b->o.check)
+    snprintf(wbuf, sizeof wbuf, "%lld", g->wrong);
+  else
+    snprintf(wbuf, sizeof wbuf, b->o.json ? "null" : "N/A");
+  if (b->o.json) {
+    printf("%s\"%s\": {\"time_us\": %.3f, \"algbw\": %.6g, \"busbw\": %.6g, "
+           "\"wrong\": %s, \"p50_us\": %.3f, \"p99_us\": %.3f}",
+           first ? "" : ", ", first && !b->o.inplace_only ? "out_of_place"
+                                                          : "in_place",
+           g->sec * 1e6, algbw, busbw, wbuf, g->p50 * 1e6, g->p99 * 1e6);
+    return;
+  }
+  format_time(tbuf, sizeof tbuf, g->sec * 1e6);
+  format_time(p50, sizeof p50, g->p50 * 1e6);
+  format_time(p99, sizeof p99, g->p99 * 1e6);
+  printf("  %8s  %7.2f  %7.2f  %6s  %8s  %8s", tbuf, algbw, busbw, wbuf, p50,
+         p99);
+}
+
+/* One line of output (one element of "results" with --json); returns the
+ * sum of its busbw figures and counts them into *nbw, for the average at
+ * the end. */
+static double run_size(bench_t *b, long long *wrong_total, int *nbw,
+                       int first_size)
 {
   double bw_sum = 0, bytes = (double)(b->total * b->elsize);
-  char tbuf[32], wbuf[32];
 
   if (b->o.check) {
     fill_input(b, b->pattern);
     fill_expect(b, b->expect);
   }
-  if (b->rank == 0)
-    printf("%12zu  %12zu  %8s  %6s", b->total * b->elsize, b->total,
-           dtypes[b->o.dtype].name, redop_name(b));
+  if (b->rank == 0 && b->o.json)
+    printf("%s\n  {\"size\": %zu, \"count\": %zu, ", first_size ? "" : ",",
+           b->total * b->elsize, b->total);
+  else if (b->rank == 0)
+    printf("%12zu  %12zu  %8s  %6s  %4d", b->total * b->elsize, b->total,
+           dtypes[b->o.dtype].name, redop_name(b), root_shown(b));
   for (int inplace = b->o.inplace_only; inplace <= 1; inplace++) {
-    long long wrong = 0;
-    double sec = time_group(b, inplace, &wrong);
-    double algbw = sec > 0 ? bytes / sec / 1e9 : 0;
+    group_t g = time_group(b, inplace);
+    double algbw = g.sec > 0 ? bytes / g.sec / 1e9 : 0;
     double busbw = algbw * bus_factor(b->o.coll, b->nranks);
 
-    *wrong_total += wrong;
+    *wrong_total += g.wrong;
     bw_sum += busbw;
     (*nbw)++;
-    if (b->rank != 0)
-      continue;
-    format_time(tbuf, sizeof tbuf, sec * 1e6);
-    if (b->o.check)
-      snprintf(wbuf, sizeof wbuf, "%lld", wrong);
-    else
-      snprintf(wbuf, sizeof wbuf, "N/A");
-    printf("  %8s  %7.2f  %7.2f  %6s", tbuf, algbw, busbw, wbuf);
+    if (b->rank == 0)
+      print_group(b, &g, algbw, busbw, inplace == b->o.inplace_only);
   }
   if (b->rank == 0) {
-    printf("\n");
+    printf(b->o.json ? "}" : "\n");
     fflush(stdout);
   }
   return bw_sum;
@@ -761,7 +1034,7 @@ static void set_size(bench_t *b, size_t bytes)
 {
   size_t count = bytes / b->elsize;
 
-  if (b->o.coll == COLL_REDUCE_SCATTER || b->o.coll == COLL_ALLGATHER) {
+  if (coll_has_parts(b->o.coll)) {
     b->part = count / (size_t)b->nranks;
     b->total = b->part * (size_t)b->nranks;
   } else {
@@ -798,6 +1071,40 @@ static char *alloc_touched(size_t bytes)
   return p;
 }
 
+/* The size after s, or 0 when s was the last. */
+static size_t next_size(const opts_t *o, size_t s)
+{
+  if (o->factor) {
+    if (s > o->max_bytes / o->factor)
+      return 0;
+    return s ? s * o->factor : 1;
+  }
+  if (o->step > o->max_bytes - s)
+    return 0;
+  return s + o->step;
+}
+
+/* The progress line on stderr, from rank 0, once a sweep has run for two
+ * seconds: the size just done and a guess at the time left, which takes
+ * each remaining size to cost the last one's time scaled by its bytes (but
+ * never less). On a terminal the line rewrites itself; elsewhere a line
+ * every ten seconds at most. */
+static void progress(const bench_t *b, size_t s, double size_s, double t0,
+                     double *last_print)
+{
+  double now = bench_prog->now(), left = 0;
+  int tty = isatty(2);
+
+  if (b->rank != 0 || now - t0 < 2.0 || now - *last_print < (tty ? 0.5 : 10))
+    return;
+  for (size_t r = next_size(&b->o, s); r; r = next_size(&b->o, r))
+    left += size_s * (s && r > s ? (double)r / (double)s : 1.0);
+  fprintf(stderr, "%s%s: %zu B done, %.0f s so far, about %.0f s left%s",
+          tty ? "\r" : "", bench_prog->name, s, now - t0, left,
+          tty ? "\033[K" : "\n");
+  *last_print = now;
+}
+
 /* Everything between setting up the ranks (b->o, comm, rank and nranks
  * filled in) and tearing them down: the buffers, the header, the warm-up,
  * a line per size and the summary. Returns the mismatches over all ranks
@@ -806,14 +1113,19 @@ static long long bench_run(bench_t *b, int argc, char **argv,
                            const char *library)
 {
   long long wrong = 0;
-  double bw_sum = 0;
+  double bw_sum = 0, t0, t_size, last_print = 0;
   int nbw = 0;
   size_t s, alloc;
 
+  if (coll_has_root(b->o.coll) && b->o.root >= b->nranks)
+    bench_die("-r %d: there are only %d ranks", b->o.root, b->nranks);
   b->elsize = dtypes[b->o.dtype].size;
   alloc = b->o.max_bytes / b->elsize * b->elsize;
   b->sendbuf = alloc_touched(alloc);
   b->recvbuf = alloc_touched(alloc);
+  b->iter_s = calloc((size_t)b->o.iters + 1, sizeof *b->iter_s);
+  if (!b->iter_s)
+    bench_die("cannot allocate the per-call times of %d calls", b->o.iters);
   if (b->o.check) {
     b->pattern = alloc_touched(alloc);
     b->expect = alloc_touched(alloc);
@@ -822,21 +1134,24 @@ static long long bench_run(bench_t *b, int argc, char **argv,
     print_header(b, argc, argv, library);
   warm_up(b);
 
-  for (s = b->o.min_bytes; s <= b->o.max_bytes;) {
+  t0 = bench_prog->now();
+  s = b->o.min_bytes;
+  do {
+    t_size = bench_prog->now();
     set_size(b, s);
-    bw_sum += run_size(b, &wrong, &nbw);
-    if (b->o.factor) {
-      if (s > b->o.max_bytes / b->o.factor)
-        break;
-      s = s ? s * b->o.factor : 1;
-    } else {
-      if (s > b->o.max_bytes - b->o.step)
-        break;
-      s += b->o.step;
-    }
-  }
+    bw_sum += run_size(b, &wrong, &nbw, s == b->o.min_bytes);
+    progress(b, s, bench_prog->now() - t_size, t0, &last_print);
+  } while ((s = next_size(&b->o, s)) != 0);
+  if (b->rank == 0 && last_print > 0 && isatty(2))
+    fputc('\n', stderr);
 
-  if (b->rank == 0) {
+  if (b->rank == 0 && b->o.json) {
+    if (b->o.check)
+      printf("\n ],\n \"wrong_total\": %lld", wrong);
+    else
+      printf("\n ],\n \"wrong_total\": null");
+    printf(", \"avg_busbw\": %.4f}\n", nbw ? bw_sum / nbw : 0.0);
+  } else if (b->rank == 0) {
     if (b->o.check)
       printf("# Wrong values total : %lld %s\n", wrong,
              wrong ? "FAILED" : "OK");
@@ -844,6 +1159,7 @@ static long long bench_run(bench_t *b, int argc, char **argv,
   }
   free(b->sendbuf);
   free(b->recvbuf);
+  free(b->iter_s);
   free(b->pattern);
   free(b->expect);
   return wrong;

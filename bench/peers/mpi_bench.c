@@ -1,19 +1,23 @@
 /*
  * mpi_bench.c - the MPI peer of tools/baton-bench.c.
  *
- * Measures MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather and
- * MPI_Bcast with the flags, the timing method and the columns of
- * baton-bench, so that the two outputs compare line by line:
+ * Measures MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather,
+ * MPI_Bcast, MPI_Reduce, MPI_Alltoall, MPI_Gather and MPI_Scatter with the
+ * flags, the timing method and the columns of baton-bench, so that the
+ * outputs compare line by line:
  *
- *   mpirun -n 2 build/bench/mpi_bench -c allreduce -b 8 -e 128M -f 4 -w 5 -n 20
+ *   mpirun.openmpi -n 2 build/bench/mpi_bench -c allreduce -b 8 -e 128M -f 4
+ *   mpiexec.mpich -n 2 build/bench/mpi_bench.mpich -c allreduce ...
  *
- * Built by `make -f bench/Makefile.peers`. The benchmark itself (flags,
- * data and their check, timing, columns) is tools/bench_common.h, shared
- * with baton-bench, which says how it times; this file holds what is MPI's:
- * the calls, the library version, -r.
+ * Built twice by `make -f bench/Makefile.peers`, with mpicc.openmpi and
+ * with mpicc.mpich. The benchmark itself (flags, data and their check,
+ * timing, columns) is tools/bench_common.h, shared with baton-bench, which
+ * says how it times; this file holds what is MPI's: the calls and the
+ * library version.
  *
  * MPI has no float16, bfloat16 or average: those are refused. MPI_Bcast
- * has only one buffer, so broadcast prints the in-place group only.
+ * has only one buffer, so broadcast prints the in-place group only. In
+ * place means MPI_IN_PLACE, at the root only for the rooted collectives.
  */
 #include <mpi.h>
 
@@ -67,14 +71,39 @@ static void usage(FILE *f)
   fprintf(f,
           "usage: mpirun -n N mpi_bench [options]\n"
           "  -c, --collective NAME   allreduce (default), reduce_scatter, "
-          "allgather, broadcast\n"
+          "allgather,\n"
+          "                          broadcast, reduce, alltoall, gather, "
+          "scatter\n"
           BENCH_USAGE_SIZES
           "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
           "float32 (default) float64\n"
           "  -o, --op OP             sum (default) prod min max\n"
-          "  -r, --root R            root of broadcast (default 0)\n"
           BENCH_USAGE_CHECK
           "  -h, --help              this text\n");
+}
+
+/* The rooted collectives; MPI_IN_PLACE is the root's alone. */
+static int run_rooted(const bench_t *b, const layout_t *L, int inplace)
+{
+  MPI_Datatype dt = mpi_dtype(b->o.dtype);
+  int count = (int)b->part, root = b->o.root;
+  int in_place = inplace && b->rank == root;
+  const void *send = in_place ? MPI_IN_PLACE : L->send;
+
+  switch (b->o.coll) {
+  case COLL_BROADCAST:
+    return MPI_Bcast(L->recv, count, dt, root, MPI_COMM_WORLD);
+  case COLL_REDUCE:
+    return MPI_Reduce(send, L->recv, count, dt, mpi_op(b->o.op), root,
+                      MPI_COMM_WORLD);
+  case COLL_GATHER:
+    return MPI_Gather(send, count, dt, L->recv, count, dt, root,
+                      MPI_COMM_WORLD);
+  case COLL_SCATTER:
+    return MPI_Scatter(L->send, count, dt, in_place ? MPI_IN_PLACE : L->recv,
+                       count, dt, root, MPI_COMM_WORLD);
+  default: return MPI_SUCCESS;
+  }
 }
 
 static void run_coll(const bench_t *b, const layout_t *L, int inplace)
@@ -96,10 +125,12 @@ static void run_coll(const bench_t *b, const layout_t *L, int inplace)
   case COLL_ALLGATHER:
     rc = MPI_Allgather(send, count, dt, L->recv, count, dt, MPI_COMM_WORLD);
     break;
-  case COLL_BROADCAST:
-    rc = MPI_Bcast(L->recv, count, dt, b->o.root, MPI_COMM_WORLD);
+  case COLL_ALLTOALL:
+    rc = MPI_Alltoall(send, count, dt, L->recv, count, dt, MPI_COMM_WORLD);
     break;
-  default: break;
+  default:
+    rc = run_rooted(b, L, inplace);
+    break;
   }
   if (rc != MPI_SUCCESS) {
     MPI_Error_string(rc, msg, &len);
@@ -119,12 +150,10 @@ static void barrier(const bench_t *b)
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static double max_over_ranks(const bench_t *b, double x)
+static void max_over_ranks(const bench_t *b, double *x, int n)
 {
-  double max;
   (void)b;
-  MPI_Allreduce(&x, &max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return max;
+  MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 }
 
 static long long sum_over_ranks(const bench_t *b, long long n)
@@ -140,9 +169,6 @@ static void abort_all(int status)
   MPI_Abort(MPI_COMM_WORLD, status);
 }
 
-static const struct option mpi_longopts[] = {
-    {"root", required_argument, NULL, 'r'}, {NULL, 0, NULL, 0}};
-
 static const bench_prog_t mpi_bench = {
     .name = "mpi_bench",
     .abort = abort_all,
@@ -152,10 +178,7 @@ static const bench_prog_t mpi_bench = {
     .max_over_ranks = max_over_ranks,
     .sum_over_ranks = sum_over_ranks,
     .reduce_scatter_at_start = 1,
-    .shortopts = "r:",
-    .longopts = mpi_longopts,
-    .ncolls = COLL_COUNT,
-    .bad_coll = "expected allreduce, reduce_scatter, allgather or broadcast",
+    .bcast_one_buffer = 1,
     .bad_dtype = "unknown dtype",
     .bad_op = "expected sum, prod, min or max",
     .lib = "MPI",
@@ -189,12 +212,14 @@ int main(int argc, char **argv)
   }
   b.rank = bench_rank;
   MPI_Comm_size(MPI_COMM_WORLD, &b.nranks);
-  if (b.o.root >= b.nranks)
-    bench_die("-r %d: only %d ranks", b.o.root, b.nranks);
   if (b.o.max_bytes / dtypes[b.o.dtype].size > (size_t)INT32_MAX)
     bench_die("-e %zu: MPI counts are int", b.o.max_bytes);
   MPI_Get_library_version(library, &len);
   library[strcspn(library, ",\n")] = '\0';
+  for (char *c = library; *c; c++) /* MPICH: "MPICH Version:\t4.0.2" */
+    if (*c == '\t')
+      *c = ' ';
+  bench_note_allocator(&b);
 
   wrong = bench_run(&b, argc, argv, library);
   MPI_Finalize();

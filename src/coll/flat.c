@@ -45,8 +45,8 @@ int baton__flat_run(baton_comm_t *comm, baton__coll_t coll, size_t count,
   size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
   if (coll != BATON__COLL_BROADCAST || comm->rank == a->root)
     memcpy(baton__shm_mailbox(comm->shm, comm->rank, call), a->in, in_count * a->elsize);
-  char why[256];
-  int rc = baton__shm_arrive(comm->shm, call, comm->params.timeout_s, why, sizeof why);
+  char why[BATON__ERRLEN];
+  int rc = baton__shm_arrive(comm->shm, call, &comm->sig, comm->params.timeout_s, why, sizeof why);
   if (rc)
     return baton__fail(comm, rc, "%s #%llu (flat): %s", baton__coll_name(coll),
                        (unsigned long long)comm->seq, why);

@@ -51,8 +51,13 @@ typedef struct {
   _Atomic uint32_t tail;         /* written by the receiver */
   _Atomic uint32_t send_waiting; /* the sender sleeps on tail */
   char pad1[CACHELINE - 8];
-  /* then uint64_t len[nslots], padded to a cache line, then the slots */
+  /* then slot_meta_t meta[nslots], padded to a cache line, then the slots */
 } chan_ctrl_t;
+
+typedef struct {
+  uint64_t len;
+  baton__sig_t sig; /* the sender's call */
+} slot_meta_t;
 
 typedef struct {
   _Atomic int32_t pid;
@@ -65,20 +70,24 @@ typedef struct {
 typedef struct {
   _Atomic uint32_t call;    /* last rendezvous its owner arrived at */
   _Atomic uint32_t waiting; /* a peer sleeps on `call` */
+  baton__sig_t sig;         /* the call its owner made */
 } mailbox_hdr_t;
-#define MAILBOX_DATA 8
+#define MAILBOX_DATA 32
 
 typedef struct {
   uint64_t magic;
   uint32_t nranks, nslots;
   uint64_t slot_bytes, total_bytes, mailbox_bytes; /* mailbox: header + data */
   char pad0[CACHELINE - 40];
+  _Atomic int32_t abort_claim; /* the first rank that fails takes it */
+  _Atomic int32_t abort_rc;    /* then writes the message, then the code */
+  char abort_msg[CACHELINE * 8 - 8];
   rank_slot_t ranks[]; /* nranks, then 2 * nranks mailboxes */
 } shm_header_t;
 
 typedef struct {
   chan_ctrl_t *ctrl;
-  uint64_t *len;
+  slot_meta_t *meta;
   char *slots;
   uint32_t nslots;
   uint32_t count; /* our copy of our own counter */
@@ -94,6 +103,9 @@ struct baton__shm {
   shm_header_t *hdr;
   double spin_s;
   int oversubscribed; /* more ranks than cores */
+  const baton__watch_t *watch;
+  char why[384];      /* the watch's reason */
+  int watched;        /* the last failed wait was ended by the watch */
   chan_t send_chan, recv_chan;
   baton__conn_t send_conn, recv_conn;
 };
@@ -101,7 +113,7 @@ struct baton__shm {
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 static size_t chan_bytes(uint32_t nslots, size_t slot_bytes) {
-  return sizeof(chan_ctrl_t) + align_up(nslots * sizeof(uint64_t), CACHELINE) +
+  return sizeof(chan_ctrl_t) + align_up(nslots * sizeof(slot_meta_t), CACHELINE) +
          (size_t)nslots * slot_bytes;
 }
 
@@ -121,8 +133,8 @@ static char *chan_base(baton__shm_t *s, int pos) {
 static void chan_bind(baton__shm_t *s, chan_t *ch, int pos) {
   char *b = chan_base(s, pos);
   ch->ctrl = (chan_ctrl_t *)b;
-  ch->len = (uint64_t *)(b + sizeof(chan_ctrl_t));
-  ch->slots = b + sizeof(chan_ctrl_t) + align_up(s->hdr->nslots * sizeof(uint64_t), CACHELINE);
+  ch->meta = (slot_meta_t *)(b + sizeof(chan_ctrl_t));
+  ch->slots = b + sizeof(chan_ctrl_t) + align_up(s->hdr->nslots * sizeof(slot_meta_t), CACHELINE);
   ch->nslots = s->hdr->nslots;
   ch->count = 0;
   ch->shm = s;
@@ -146,15 +158,32 @@ static int reached(_Atomic uint32_t *word, uint32_t target) {
   return (int32_t)(atomic_load_explicit(word, memory_order_acquire) - target) >= 0;
 }
 
+/* A process that has died but not been reaped (a zombie) still answers
+ * kill(pid, 0), so its state is read too. */
 static int peer_alive(pid_t pid) {
-  return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH;
+  if (pid <= 0)
+    return 1;
+  if (kill(pid, 0) != 0)
+    return errno != ESRCH;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *close_paren = strrchr(buf, ')');
+  return !(close_paren && close_paren[1] == ' ' && (close_paren[2] == 'Z' || close_paren[2] == 'X'));
 }
 
-/* Waits until *word >= target (mod 2^32). `dead_pid` is re-checked on every
- * sleep slice; the caller formats the message. Returns 0, BATON_EREMOTE or
- * BATON_ETIMEDOUT. */
+/* Waits until *word >= target (mod 2^32). `peer` is re-checked on every
+ * sleep slice, and so is the communicator's watch. Returns 0,
+ * BATON_EREMOTE, BATON_ETIMEDOUT (the caller formats the message) or the
+ * watch's code with its reason in s->why. */
 static int wait_for(baton__shm_t *s, _Atomic uint32_t *word, uint32_t target,
                     _Atomic uint32_t *flag, pid_t peer, double timeout_s) {
+  s->watched = 0;
   if (reached(word, target))
     return 0;
   double start = baton__now(), spin_end = start + s->spin_s;
@@ -182,6 +211,13 @@ static int wait_for(baton__shm_t *s, _Atomic uint32_t *word, uint32_t target,
     futex(word, FUTEX_WAIT, seen, &slice);
     if (reached(word, target))
       return 0;
+    /* The watch first: a failure published by a peer that then exited
+     * explains more than its exit. */
+    int rc = s->watch ? s->watch->check(s->watch->ctx, s->why, sizeof s->why) : 0;
+    if (rc) {
+      s->watched = 1;
+      return rc;
+    }
     if (!peer_alive(peer))
       return BATON_EREMOTE;
     if (baton__now() - start > timeout_s)
@@ -190,7 +226,9 @@ static int wait_for(baton__shm_t *s, _Atomic uint32_t *word, uint32_t target,
 }
 
 static int wait_failed(baton__conn_t *c, chan_t *ch, int rc, const char *what) {
-  if (rc == BATON_EREMOTE)
+  if (ch->shm->watched)
+    snprintf(c->why, sizeof c->why, "%s", ch->shm->why);
+  else if (rc == BATON_EREMOTE)
     snprintf(c->why, sizeof c->why, "rank %d (pid %d) died while this rank waited %s",
              c->peer, (int)ch->peer_pid, what);
   else
@@ -213,7 +251,9 @@ static int shm_send_acquire(baton__conn_t *c, void **slot) {
 
 static int shm_send_commit(baton__conn_t *c, size_t bytes) {
   chan_t *ch = c->impl;
-  ch->len[ch->count % ch->nslots] = bytes;
+  slot_meta_t *m = &ch->meta[ch->count % ch->nslots];
+  m->len = bytes;
+  m->sig = *c->sig;
   ch->count++;
   atomic_store_explicit(&ch->ctrl->head, ch->count, memory_order_release);
   wake(&ch->ctrl->head, &ch->ctrl->recv_waiting, 0);
@@ -226,8 +266,11 @@ static int shm_recv_acquire(baton__conn_t *c, const void **slot, size_t *bytes) 
                     &ch->ctrl->recv_waiting, ch->peer_pid, c->timeout_s);
   if (rc)
     return wait_failed(c, ch, rc, "for data");
+  const slot_meta_t *m = &ch->meta[ch->count % ch->nslots];
+  if ((rc = baton__sig_check(c->sig, &m->sig, c->self, c->peer, c->why, sizeof c->why)) != 0)
+    return rc;
   *slot = ch->slots + (size_t)(ch->count % ch->nslots) * c->slot_bytes;
-  *bytes = ch->len[ch->count % ch->nslots];
+  *bytes = m->len;
   return 0;
 }
 
@@ -282,8 +325,11 @@ static int missing_ranks(baton__shm_t *s, uint32_t call, int rc, char *why, size
   return rc;
 }
 
-int baton__shm_arrive(baton__shm_t *s, uint32_t call, double timeout_s, char *why, size_t whylen) {
+int baton__shm_arrive(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, double timeout_s,
+                      char *why, size_t whylen) {
   mailbox_hdr_t *mine = mailbox_hdr(s, s->rank, call);
+  if (sig)
+    mine->sig = *sig;
   atomic_store_explicit(&mine->call, call, memory_order_release);
   wake(&mine->call, &mine->waiting, 1);
   double deadline = baton__now() + timeout_s;
@@ -292,11 +338,54 @@ int baton__shm_arrive(baton__shm_t *s, uint32_t call, double timeout_s, char *wh
     pid_t pid = atomic_load_explicit(&s->hdr->ranks[r].pid, memory_order_relaxed);
     double left = deadline - baton__now();
     int rc = r == s->rank ? 0 : wait_for(s, &h->call, call, &h->waiting, pid, left > 0 ? left : 0);
+    if (rc && s->watched) {
+      snprintf(why, whylen, "%s", s->why);
+      return rc;
+    }
     if (rc)
       return missing_ranks(s, call, rc, why, whylen);
   }
+  /* Every rank reads every signature, so all of them see a mismatch. */
+  for (int r = 0; r < s->size && sig; r++) {
+    int rc = baton__sig_check(sig, &mailbox_hdr(s, r, call)->sig, s->local[s->rank],
+                              s->local[r], why, whylen);
+    if (rc)
+      return rc;
+  }
   return 0;
 }
+
+int baton__shm_peek(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, char *why,
+                    size_t whylen) {
+  for (int r = 0; r < s->size; r++) {
+    mailbox_hdr_t *h = mailbox_hdr(s, r, call);
+    if (r == s->rank || !reached(&h->call, call) || h->sig.seq != sig->seq)
+      continue;
+    int rc = baton__sig_check(sig, &h->sig, s->local[s->rank], s->local[r], why, whylen);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+void baton__shm_poison(baton__shm_t *s, int rc, const char *msg) {
+  int32_t none = 0;
+  if (!s || !atomic_compare_exchange_strong(&s->hdr->abort_claim, &none, 1))
+    return;
+  /* The message first and the code last: a reader that sees the code sees
+   * the message. */
+  snprintf(s->hdr->abort_msg, sizeof s->hdr->abort_msg, "%s", msg);
+  atomic_store_explicit(&s->hdr->abort_rc, rc, memory_order_release);
+}
+
+int baton__shm_poisoned(baton__shm_t *s, char *why, size_t whylen) {
+  int rc = s ? atomic_load_explicit(&s->hdr->abort_rc, memory_order_acquire) : 0;
+  if (rc)
+    snprintf(why, whylen, "%s", s->hdr->abort_msg);
+  return rc;
+}
+
+void baton__shm_watch(baton__shm_t *s, const baton__watch_t *watch) { s->watch = watch; }
 
 /* ---------------------------------------------------------------- setup */
 
@@ -447,7 +536,7 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   atomic_store(&s->hdr->ranks[s->rank].pid, (int32_t)getpid());
   /* Every rank has mapped the file once it has arrived here, so rank 0 can
    * unlink it: from then on it disappears with the last process. */
-  if ((rc = baton__shm_arrive(s, 1, p->timeout_s, err, errlen)) != 0)
+  if ((rc = baton__shm_arrive(s, 1, NULL, p->timeout_s, err, errlen)) != 0)
     goto fail_unmap;
   if (s->rank == 0)
     shm_unlink(name);

@@ -21,8 +21,20 @@ baton__conn_t *baton__shm_recv_conn(baton__shm_t *s);
 /* Rendezvous number `call` (1 is taken by set-up, then 2, 3, ...): marks
  * this rank arrived and returns once all have; why names missing ranks. A
  * rank's writes to its mailbox before arriving are visible to all after. */
-int baton__shm_arrive(baton__shm_t *s, uint32_t call, double timeout_s, char *why,
-                      size_t whylen);
+int baton__shm_arrive(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, double timeout_s,
+                      char *why, size_t whylen);
+/* With sig: each rank leaves its call's signature in its mailbox and, once
+ * all have arrived, compares them all (BATON_EMISMATCH). */
+/* While waiting elsewhere: a rank that arrived at rendezvous `call` for
+ * the same collective number as sig but with another call is a mismatch. */
+int baton__shm_peek(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, char *why,
+                    size_t whylen);
+/* A failure every rank of this host must learn: the first code sticks.
+ * baton__shm_poisoned returns it (0 while none) with its message. */
+void baton__shm_poison(baton__shm_t *s, int rc, const char *msg);
+int baton__shm_poisoned(baton__shm_t *s, char *why, size_t whylen);
+/* The communicator's watch, checked on every sleep slice. */
+void baton__shm_watch(baton__shm_t *s, const baton__watch_t *watch);
 /* Each rank's mailbox for a call; calls alternate between two sets, so a
  * rank may fill the next call's mailbox while others still read this one. */
 void *baton__shm_mailbox(baton__shm_t *s, int rank, uint32_t call);

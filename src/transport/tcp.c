@@ -63,16 +63,21 @@ struct tcp_conn {
   char *slots;
   uint32_t nslots;
   uint32_t *len;
-  uint64_t *seq;  /* per slot: collective the frame belongs to */
+  baton__sig_t *sig; /* per slot: the call the frame belongs to */
   uint64_t user;  /* slots committed (send) or released (recv) by the executor */
   uint64_t wire;  /* frames fully written (send) or fully read (recv) */
   int failed;     /* a socket error: conn.why says what */
+  uint8_t *kind;       /* per slot: BATON__FRAME_DATA or _ABORT */
+  int abort_rc;        /* the peer sent an abort frame: its code ... */
+  char abort_msg[384]; /* ... and what it said */
+  int relayed;         /* failed because of an abort frame */
 };
 
 struct baton__tcp {
   int rank, size;
   uint64_t comm_id;
-  const uint64_t *seq;
+  const baton__sig_t *sig;
+  const baton__watch_t *watch;
   double timeout_s;
   tcp_conn_t **to, **from; /* by peer rank */
   tcp_conn_t **all;
@@ -105,27 +110,43 @@ static uint64_t get64(const uint8_t *b) {
   return v;
 }
 
-/* magic u32 | frame u32 | comm_id u64 | seq u64 | len u32 | reserved u32 */
 void baton__frame_pack(uint8_t *b, const baton__frame_t *f) {
   put32(b, BATON__FRAME_MAGIC);
   put32(b + 4, f->frame);
   put64(b + 8, f->comm_id);
-  put64(b + 16, f->seq);
-  put32(b + 24, f->len);
-  put32(b + 28, 0);
+  put32(b + 16, f->len);
+  b[20] = f->kind;
+  b[21] = f->sig.coll;
+  b[22] = f->sig.dtype;
+  b[23] = f->sig.op;
+  put64(b + 24, f->sig.seq);
+  put64(b + 32, f->sig.count);
+  put32(b + 40, (uint32_t)f->sig.root);
+  put32(b + 44, 0);
 }
 
 int baton__frame_parse(const uint8_t *b, uint64_t comm_id, uint32_t frame, uint32_t max_len,
                        baton__frame_t *f, char *why, size_t whylen) {
+  memset(f, 0, sizeof *f);
   f->frame = get32(b + 4);
   f->comm_id = get64(b + 8);
-  f->seq = get64(b + 16);
-  f->len = get32(b + 24);
+  f->len = get32(b + 16);
+  f->kind = b[20];
+  f->sig.coll = b[21];
+  f->sig.dtype = b[22];
+  f->sig.op = b[23];
+  f->sig.seq = get64(b + 24);
+  f->sig.count = get64(b + 32);
+  f->sig.root = (int32_t)get32(b + 40);
   if (get32(b) != BATON__FRAME_MAGIC)
     snprintf(why, whylen, "a frame header with bad magic 0x%08x (not a baton peer, or the "
              "stream lost its place)", get32(b));
-  else if (get32(b + 28) != 0)
-    snprintf(why, whylen, "a frame header with reserved bits 0x%08x set", get32(b + 28));
+  else if (get32(b + 44) != 0)
+    snprintf(why, whylen, "a frame header with reserved bits 0x%08x set", get32(b + 44));
+  else if (f->kind > BATON__FRAME_ABORT)
+    snprintf(why, whylen, "a frame of unknown kind %u", f->kind);
+  else if (f->kind == BATON__FRAME_ABORT && (f->sig.root >= 0 || f->sig.root < -100))
+    snprintf(why, whylen, "an abort frame with error code %d", (int)f->sig.root);
   else if (f->comm_id != comm_id)
     snprintf(why, whylen, "a frame of communicator %016llx, not this one (%016llx)",
              (unsigned long long)f->comm_id, (unsigned long long)comm_id);
@@ -161,6 +182,23 @@ static char *slot_of(tcp_conn_t *c, uint64_t frame) {
   return c->slots + (size_t)(frame % c->nslots) * c->conn.slot_bytes;
 }
 
+/* Fails c with the abort that its peer sent. */
+static int relay(tcp_conn_t *c, tcp_conn_t *from) {
+  snprintf(c->conn.why, sizeof c->conn.why, "rank %d (host %.40s): %.300s", from->conn.peer,
+           c->t->hosts[from->conn.peer], from->abort_msg);
+  c->failed = from->abort_rc;
+  c->relayed = 1;
+  return from->abort_rc;
+}
+
+/* A connection whose peer has sent an abort frame, if any. */
+static tcp_conn_t *aborted_peer(baton__tcp_t *t) {
+  for (int i = 0; i < t->nall; i++)
+    if (t->all[i]->abort_rc)
+      return t->all[i];
+  return NULL;
+}
+
 /* Frames below `wire` are done when every socket has moved past them. */
 static void advance_wire(tcp_conn_t *c) {
   while (c->s[c->wire % (uint64_t)c->nsocks].frame > c->wire)
@@ -178,7 +216,8 @@ static int push(tcp_conn_t *c, sock_t *s) {
   while (s->frame < c->user) {
     uint32_t len = c->len[s->frame % c->nslots];
     if (s->done == 0) {
-      baton__frame_t f = {c->t->comm_id, c->seq[s->frame % c->nslots], (uint32_t)s->frame, len};
+      baton__frame_t f = {.comm_id = c->t->comm_id, .frame = (uint32_t)s->frame, .len = len,
+                          .kind = BATON__FRAME_DATA, .sig = c->sig[s->frame % c->nslots]};
       baton__frame_pack(s->hdr, &f);
     }
     struct iovec iov[2];
@@ -197,6 +236,8 @@ static int push(tcp_conn_t *c, sock_t *s) {
       return io_error(c, "sending", w);
     s->done += (size_t)w;
     if (s->done == BATON__FRAME_HDR + len) {
+      BATON_TRACE(NET, "sent frame %llu (%u bytes) to rank %d", (unsigned long long)s->frame,
+                  len, c->conn.peer);
       s->done = 0;
       s->frame += (uint64_t)c->nsocks;
     }
@@ -237,13 +278,24 @@ static int pull(tcp_conn_t *c, sock_t *s) {
                              (uint32_t)c->conn.slot_bytes, &f, why, sizeof why) != 0)
         return conn_fail(c, BATON_EPROTO, "sent %s", why);
       c->len[s->frame % c->nslots] = f.len;
-      c->seq[s->frame % c->nslots] = f.seq;
+      c->sig[s->frame % c->nslots] = f.sig;
+      BATON_TRACE(NET, "frame %llu from rank %d: kind %u, %u bytes, call #%llu",
+                  (unsigned long long)s->frame, c->conn.peer, f.kind, f.len,
+                  (unsigned long long)f.sig.seq);
+      c->kind[s->frame % c->nslots] = f.kind;
       if (f.len > 0)
         continue;
     } else if (s->done < BATON__FRAME_HDR + c->len[s->frame % c->nslots]) {
       continue;
     }
   complete:
+    if (c->kind[s->frame % c->nslots] == BATON__FRAME_ABORT && !c->abort_rc) {
+      /* Queued behind the data before it; failing waits until this rank
+       * reaches it, or finds nothing else to wait for (wait_on). */
+      c->abort_rc = (int)c->sig[s->frame % c->nslots].root;
+      snprintf(c->abort_msg, sizeof c->abort_msg, "reported a failure: %.*s",
+               (int)c->len[s->frame % c->nslots], slot_of(c, s->frame));
+    }
     s->done = 0;
     s->frame += (uint64_t)c->nsocks;
   }
@@ -252,18 +304,22 @@ static int pull(tcp_conn_t *c, sock_t *s) {
 
 /* One pass over every connection, without blocking. Returns the first
  * error of any connection (the failed connection keeps its reason). */
+/* One pass over every healthy connection, without blocking. Returns the
+ * failure of a connection, if any, preferring one that a peer explained
+ * (an abort frame) to a bare broken connection. */
 static int progress(baton__tcp_t *t, tcp_conn_t **failed) {
+  tcp_conn_t *bad = NULL;
   for (int i = 0; i < t->nall; i++) {
     tcp_conn_t *c = t->all[i];
     for (int j = 0; j < c->nsocks && !c->failed; j++)
       c->sending ? push(c, &c->s[j]) : pull(c, &c->s[j]);
-    if (c->failed) {
-      *failed = c;
-      return c->failed;
-    }
-    advance_wire(c);
+    if (c->failed && (!bad || (c->relayed && !bad->relayed)))
+      bad = c;
+    if (!c->failed)
+      advance_wire(c);
   }
-  return 0;
+  *failed = bad;
+  return bad ? bad->failed : 0;
 }
 
 static int ready(const tcp_conn_t *c) {
@@ -274,26 +330,46 @@ static int flushed(const tcp_conn_t *c) { return c->wire == c->user; }
 
 /* Drives every connection until cond(c) holds, the deadline passes or a
  * connection fails. */
+/* How long a broken connection waits for a peer's explanation (an abort
+ * frame relayed along another connection) before it is reported as is. */
+#define EXPLAIN_S 0.25
+
+/* Drives every connection until cond(c) holds, the deadline passes or a
+ * connection fails. */
 static int wait_on(tcp_conn_t *c, int (*cond)(const tcp_conn_t *), const char *what) {
   baton__tcp_t *t = c->t;
-  double deadline = baton__now() + t->timeout_s;
+  double now = baton__now(), deadline = now + t->timeout_s, explain_by = 0;
   for (;;) {
     tcp_conn_t *bad = NULL;
     int rc = progress(t, &bad);
-    if (rc) {
+    if (rc == 0 && cond(c))
+      return 0;
+    /* An abort or a failure elsewhere explains more than its symptom here. */
+    char why[sizeof c->conn.why];
+    int wrc = t->watch ? t->watch->check(t->watch->ctx, why, sizeof why) : 0;
+    if (wrc) {
+      memcpy(c->conn.why, why, sizeof why);
+      return wrc;
+    }
+    if (rc == 0 && !c->sending && c->s[c->user % (uint64_t)c->nsocks].eof)
+      rc = conn_fail(bad = c, BATON_EREMOTE, "closed the connection while this rank waited %s",
+                     what);
+    /* Nothing to do here but a peer has given up: so does this rank. */
+    tcp_conn_t *ab = aborted_peer(t);
+    if (ab)
+      return relay(c, ab);
+    now = baton__now();
+    if (rc && explain_by == 0)
+      explain_by = now + EXPLAIN_S;
+    if (rc && (bad->relayed || now >= explain_by || rc != BATON_EREMOTE)) {
       if (bad != c)
         snprintf(c->conn.why, sizeof c->conn.why, "%s", bad->conn.why);
       return rc;
     }
-    if (cond(c))
-      return 0;
-    if (!c->sending && c->s[c->user % (uint64_t)c->nsocks].eof)
-      return conn_fail(c, BATON_EREMOTE, "closed the connection while this rank waited %s",
-                       what);
     int n = 0;
     for (int i = 0; i < t->nall; i++) {
       tcp_conn_t *k = t->all[i];
-      for (int j = 0; j < k->nsocks; j++) {
+      for (int j = 0; j < k->nsocks && !k->failed; j++) {
         sock_t *s = &k->s[j];
         int want = k->sending ? s->frame < k->user : !s->eof && s->frame < k->user + k->nslots;
         if (!want)
@@ -302,14 +378,14 @@ static int wait_on(tcp_conn_t *c, int (*cond)(const tcp_conn_t *), const char *w
         t->pfd_conn[n++] = k;
       }
     }
-    double left = deadline - baton__now();
-    if (left <= 0) {
+    double left = (rc ? explain_by : deadline) - now;
+    if (!rc && left <= 0) {
       snprintf(c->conn.why, sizeof c->conn.why, "rank %d (host %s) %s for %.3g s while this "
                "rank waited %s", c->conn.peer, t->hosts[c->conn.peer],
                c->sending ? "took no data" : "sent nothing", t->timeout_s, what);
       return BATON_ETIMEDOUT;
     }
-    int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
+    int ms = left > 0.1 ? 100 : left > 0 ? (int)(left * 1000) + 1 : 0;
     if (poll(t->pfd, (nfds_t)n, ms) < 0 && errno != EINTR)
       return conn_fail(c, BATON_ESYS, "poll failed: %s", strerror(errno));
   }
@@ -329,7 +405,7 @@ static int tcp_send_acquire(baton__conn_t *bc, void **slot) {
 static int tcp_send_commit(baton__conn_t *bc, size_t bytes) {
   tcp_conn_t *c = bc->impl;
   c->len[c->user % c->nslots] = (uint32_t)bytes;
-  c->seq[c->user % c->nslots] = *c->t->seq;
+  c->sig[c->user % c->nslots] = *c->t->sig;
   c->user++;
   /* Start the write now: a small message should not wait for the next wait. */
   sock_t *s = &c->s[(c->user - 1) % (uint64_t)c->nsocks];
@@ -343,11 +419,11 @@ static int tcp_recv_acquire(baton__conn_t *bc, const void **slot, size_t *bytes)
   int rc = ready(c) ? 0 : wait_on(c, ready, "for data");
   if (rc)
     return rc;
-  uint64_t seq = c->seq[c->user % c->nslots];
-  if (seq != *c->t->seq)
-    return conn_fail(c, BATON_EPROTO, "sent data of its collective #%llu while this rank is in "
-                     "#%llu: do all ranks make the same sequence of calls?",
-                     (unsigned long long)seq, (unsigned long long)*c->t->seq);
+  if (c->kind[c->user % c->nslots] == BATON__FRAME_ABORT)
+    return relay(c, c);
+  if ((rc = baton__sig_check(c->t->sig, &c->sig[c->user % c->nslots], c->t->rank, bc->peer,
+                             bc->why, sizeof bc->why)) != 0)
+    return rc;
   *slot = slot_of(c, c->user);
   *bytes = c->len[c->user % c->nslots];
   return 0;
@@ -464,9 +540,19 @@ static int io_all(int fd, void *buf, size_t n, int writing, double deadline) {
   return 0;
 }
 
+/* No Nagle delay; and a link that breaks without a word (no FIN, no RST)
+ * is noticed by the kernel within about 2 s: keepalive probes after 1 s of
+ * silence, and sent data unacknowledged for 2 s ends the connection. The
+ * peer's kernel answers probes even while its process computes. */
 static void tune(int fd) {
-  int one = 1;
+  int one = 1, idle = 1, intvl = 1, cnt = 1;
+  unsigned user_timeout_ms = 2000;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
   set_nonblock(fd);
 }
 
@@ -574,13 +660,14 @@ static tcp_conn_t *conn_new(baton__tcp_t *t, int peer, int sending, const baton_
   c->conn.impl = c;
   c->slots = malloc((size_t)c->nslots * c->conn.slot_bytes);
   c->len = calloc(c->nslots, sizeof *c->len);
-  c->seq = calloc(c->nslots, sizeof *c->seq);
+  c->sig = calloc(c->nslots, sizeof *c->sig);
+  c->kind = calloc(c->nslots, 1);
   for (int j = 0; j < MAX_SOCKS; j++) {
     c->s[j].fd = -1;
     c->s[j].frame = (uint64_t)j;
   }
-  if (!c->slots || !c->len || !c->seq) {
-    free(c->slots), free(c->len), free(c->seq), free(c);
+  if (!c->slots || !c->len || !c->sig || !c->kind) {
+    free(c->slots), free(c->len), free(c->sig), free(c->kind), free(c);
     return NULL;
   }
   /* Touch the slots now: a first touch inside a collective costs a fault. */
@@ -640,7 +727,7 @@ int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton
   t->rank = a->rank;
   t->size = a->size;
   t->comm_id = a->comm_id;
-  t->seq = a->seq;
+  t->sig = a->sig;
   t->timeout_s = p->timeout_s;
   t->hosts = a->hosts;
   t->to = calloc((size_t)a->size, sizeof *t->to);
@@ -699,6 +786,61 @@ baton__conn_t *baton__tcp_recv_conn(baton__tcp_t *t, int peer) {
   return t && t->from[peer] ? &t->from[peer]->conn : NULL;
 }
 
+void baton__tcp_poison(baton__tcp_t *t, int rc, const char *msg) {
+  if (!t)
+    return;
+  uint32_t n = (uint32_t)strnlen(msg, 300);
+  for (int i = 0; i < t->nall; i++) {
+    tcp_conn_t *c = t->all[i];
+    for (int j = 0; j < c->nsocks; j++) {
+      sock_t *s = &c->s[j];
+      if (s->fd < 0)
+        continue;
+      if (c->sending && s->done == 0 && !c->failed) {
+        /* Best effort: the frame goes out only if the socket takes it whole. */
+        uint8_t hdr[BATON__FRAME_HDR];
+        baton__frame_t f = {.comm_id = t->comm_id, .frame = (uint32_t)s->frame, .len = n,
+                            .kind = BATON__FRAME_ABORT, .sig = {.root = rc}};
+        baton__frame_pack(hdr, &f);
+        struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)msg, n}};
+        if (writev(s->fd, iov, 2) < 0) {
+          /* nothing more to do: the shutdown below still tells the peer */
+        }
+      }
+      shutdown(s->fd, SHUT_WR);
+    }
+    if (!c->failed)
+      snprintf(c->conn.why, sizeof c->conn.why, "%s", msg);
+    c->failed = c->failed ? c->failed : rc;
+  }
+}
+
+void baton__tcp_shutdown(baton__tcp_t *t) {
+  for (int i = 0; t && i < t->nall; i++)
+    for (int j = 0; j < t->all[i]->nsocks; j++)
+      if (t->all[i]->s[j].fd >= 0)
+        shutdown(t->all[i]->s[j].fd, SHUT_RDWR);
+}
+
+int baton__tcp_check(baton__tcp_t *t, char *why, size_t whylen) {
+  tcp_conn_t *bad = NULL;
+  int rc = t ? progress(t, &bad) : 0;
+  tcp_conn_t *ab = t ? aborted_peer(t) : NULL;
+  if (ab) {
+    snprintf(why, whylen, "rank %d (host %.40s): %.300s", ab->conn.peer, t->hosts[ab->conn.peer],
+             ab->abort_msg);
+    return ab->abort_rc;
+  }
+  if (rc)
+    snprintf(why, whylen, "%s", bad->conn.why);
+  return rc;
+}
+
+void baton__tcp_watch(baton__tcp_t *t, const baton__watch_t *watch) {
+  if (t)
+    t->watch = watch;
+}
+
 void baton__tcp_destroy(baton__tcp_t *t) {
   if (!t)
     return;
@@ -707,7 +849,7 @@ void baton__tcp_destroy(baton__tcp_t *t) {
     for (int j = 0; j < c->nsocks; j++)
       if (c->s[j].fd >= 0)
         close(c->s[j].fd);
-    free(c->slots), free(c->len), free(c->seq), free(c);
+    free(c->slots), free(c->len), free(c->sig), free(c->kind), free(c);
   }
   free(t->to), free(t->from), free(t->all), free(t->pfd), free(t->pfd_conn), free(t);
 }

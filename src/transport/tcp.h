@@ -13,7 +13,7 @@ typedef struct baton__tcp baton__tcp_t;
 typedef struct {
   int rank, size;
   uint64_t comm_id;        /* the same on every rank, random per communicator */
-  const uint64_t *seq;     /* the communicator's collective counter */
+  const baton__sig_t *sig; /* the communicator's current call */
   const int *to, *from;    /* peers this rank sends to / receives from */
   int nto, nfrom;
   const char *local_ip;    /* the address to listen on */
@@ -27,21 +27,40 @@ baton__conn_t *baton__tcp_send_conn(baton__tcp_t *t, int peer);
 baton__conn_t *baton__tcp_recv_conn(baton__tcp_t *t, int peer);
 void baton__tcp_destroy(baton__tcp_t *t);
 
-/* The frame header every data frame starts with; exposed for the tests and
- * the fuzzers. Integers little-endian. */
+/* The frame header every frame starts with; exposed for the tests and the
+ * fuzzers. Integers little-endian:
+ *   magic u32 | frame u32 | comm_id u64 | len u32 | kind u8 | coll u8 |
+ *   dtype u8 | op u8 | seq u64 | count u64 | root i32 | reserved u32
+ * A data frame carries the sender's call signature; an abort frame (kind 1)
+ * carries the error code in `root` and a message of `len` bytes. */
 #define BATON__FRAME_MAGIC 0x4d415246u /* "FRAM" */
-#define BATON__FRAME_HDR 32
+#define BATON__FRAME_HDR 48
+enum { BATON__FRAME_DATA = 0, BATON__FRAME_ABORT = 1 };
 typedef struct {
   uint64_t comm_id;
-  uint64_t seq;      /* the sender's collective number */
-  uint32_t frame;    /* frames sent on this connection before this one */
-  uint32_t len;      /* payload bytes that follow */
+  uint32_t frame; /* frames sent on this socket's connection before this one */
+  uint32_t len;   /* payload bytes that follow */
+  uint8_t kind;
+  baton__sig_t sig;
 } baton__frame_t;
 void baton__frame_pack(uint8_t *b, const baton__frame_t *f);
 /* 0 when b holds a frame header for this communicator, the expected frame
  * number and a payload of at most max_len bytes; else -1 with why. */
 int baton__frame_parse(const uint8_t *b, uint64_t comm_id, uint32_t frame, uint32_t max_len,
                        baton__frame_t *f, char *why, size_t whylen);
+
+/* Tells every peer this rank sends to that the communicator failed (an
+ * abort frame where the stream allows one), then closes the sending side
+ * of every socket. Never blocks. */
+void baton__tcp_poison(baton__tcp_t *t, int rc, const char *msg);
+/* From any thread: shuts every socket down, so peers see the end of the
+ * stream and this rank's waiters wake. */
+void baton__tcp_shutdown(baton__tcp_t *t);
+void baton__tcp_watch(baton__tcp_t *t, const baton__watch_t *watch);
+/* Moves whatever the sockets allow without blocking; returns the failure
+ * of a connection, if any. For waits on another transport, so that TCP
+ * keeps flowing and its failures are seen. */
+int baton__tcp_check(baton__tcp_t *t, char *why, size_t whylen);
 
 /* Picks the address to listen on: the interface named (or prefixed) by
  * `ifname` when set, else the one that routes to `rendezvous_host`. On

@@ -16,8 +16,28 @@
 #define BATON_TRANSPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct baton__conn baton__conn_t;
+
+/* What a rank believes the current collective is. Senders stamp it on what
+ * they send and receivers compare it with their own before using a byte,
+ * so calls that differ across ranks fail as BATON_EMISMATCH instead of
+ * hanging or mixing data. */
+typedef struct {
+  uint64_t seq;   /* collective number on this communicator */
+  uint64_t count; /* the call's count argument */
+  int32_t root;   /* -1 without a root */
+  uint8_t coll;   /* baton__coll_t */
+  uint8_t dtype, op, pad;
+} baton__sig_t;
+
+/* 0 when a and b describe the same call; else writes "rank PEER called X
+ * while rank ME called Y" into why and returns BATON_EMISMATCH. */
+int baton__sig_check(const baton__sig_t *mine, const baton__sig_t *theirs, int me, int peer,
+                     char *why, size_t whylen);
+/* "allreduce #5 (count 100, float32, sum)" */
+void baton__sig_format(const baton__sig_t *s, char *buf, size_t len);
 
 typedef struct {
   const char *name;
@@ -30,12 +50,23 @@ typedef struct {
   int (*flush)(baton__conn_t *c);
 } baton__transport_t;
 
+/* Checked by every transport's slow wait path (each sleep slice): a
+ * nonzero return ends the wait with that code, the reason in why. It is how
+ * an abort or a failure elsewhere in the communicator reaches a rank that
+ * waits on a healthy peer. */
+typedef struct {
+  int (*check)(void *ctx, char *why, size_t whylen);
+  void *ctx;
+} baton__watch_t;
+
 struct baton__conn {
   const baton__transport_t *ops;
   int peer;           /* the other rank */
+  int self;           /* this rank */
   size_t slot_bytes;  /* most bytes one slot carries */
   double timeout_s;
-  char why[256];      /* reason for the last failure */
+  const baton__sig_t *sig; /* the communicator's current call */
+  char why[384];      /* reason for the last failure */
   void *impl;         /* transport state */
 };
 

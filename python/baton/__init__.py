@@ -1,0 +1,269 @@
+"""baton: collectives between the processes of one host, over NumPy arrays.
+
+    import numpy as np
+    import baton
+
+    comm = baton.init()                  # under baton-run, which sets BATON_RANK/SIZE/ADDR
+    g = np.full(1000, comm.rank, np.float32)
+    comm.allreduce(g, op="avg", out=g)   # in place, because out is g
+    comm.close()
+
+Every collective takes C-contiguous arrays and returns its result array:
+`out` when given (checked for dtype, shape and contiguity), else a new one.
+The baton dtype follows from the array's NumPy dtype; bfloat16, which NumPy
+lacks, travels as raw uint16 with dtype="bfloat16" (see to_bfloat16 and
+from_bfloat16). Bad arguments raise TypeError or ValueError before anything
+is sent; a failure inside the library raises BatonError, which carries the
+error's name and baton_comm_last_error().
+"""
+import ctypes
+
+import numpy as np
+
+from . import _lib
+
+__all__ = ["init", "Comm", "BatonError", "DTYPES", "OPS", "to_bfloat16", "from_bfloat16"]
+
+# baton dtype name -> (baton_dtype_t value, NumPy dtype of the storage).
+DTYPES = {
+    "int8": (0, np.dtype(np.int8)),
+    "uint8": (1, np.dtype(np.uint8)),
+    "int32": (2, np.dtype(np.int32)),
+    "uint32": (3, np.dtype(np.uint32)),
+    "int64": (4, np.dtype(np.int64)),
+    "uint64": (5, np.dtype(np.uint64)),
+    "float16": (6, np.dtype(np.float16)),
+    "bfloat16": (7, np.dtype(np.uint16)),  # raw bits; only with dtype="bfloat16"
+    "float32": (8, np.dtype(np.float32)),
+    "float64": (9, np.dtype(np.float64)),
+}
+# baton op name -> baton_op_t value.
+OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
+
+_BY_NUMPY = {storage: name for name, (_, storage) in DTYPES.items() if name != "bfloat16"}
+
+# The table above mirrors baton.h's enum; a library built from a different
+# header shows up here rather than as wrong results.
+for _name, (_value, _storage) in DTYPES.items():
+    if _lib.lib.baton_dtype_size(_value) != _storage.itemsize:
+        raise ImportError("baton: %s reports %d bytes for dtype %d (%s), the binding expects %d"
+                          % (_lib.path, _lib.lib.baton_dtype_size(_value), _value, _name,
+                             _storage.itemsize))
+
+
+class BatonError(RuntimeError):
+    """A baton call failed. `code` is the negative return code, `name` its
+    baton_err_name() (e.g. "BATON_ETIMEDOUT"), `detail` the text of
+    baton_comm_last_error() (or baton_last_init_error() for init)."""
+
+    def __init__(self, call, code, detail):
+        self.call, self.code, self.detail = call, code, detail
+        self.name = _lib.text(_lib.lib.baton_err_name(code))
+        self.strerror = _lib.text(_lib.lib.baton_strerror(code))
+        super().__init__("%s: %s (%s): %s" % (call, self.name, self.strerror, detail))
+
+
+def init():
+    """Joins the other ranks and returns a Comm. Reads BATON_RANK,
+    BATON_SIZE and BATON_ADDR as baton-run sets them."""
+    handle = ctypes.c_void_p()
+    rc = _lib.lib.baton_comm_init(ctypes.byref(handle))
+    if rc != 0:
+        raise BatonError("baton_comm_init", rc, _lib.text(_lib.lib.baton_last_init_error()))
+    return Comm(handle)
+
+
+def _array(x, what):
+    if not isinstance(x, np.ndarray):
+        raise TypeError("%s must be a numpy.ndarray, not %s" % (what, type(x).__name__))
+    if not x.flags.c_contiguous:
+        raise ValueError("%s is not C-contiguous (shape %s, strides %s); baton reads and writes "
+                         "flat memory: pass np.ascontiguousarray(%s)" % (what, x.shape, x.strides, what))
+    return x
+
+
+def _dtype(a, dtype):
+    """The baton_dtype_t value for array a, given the optional dtype name."""
+    if dtype is None:
+        name = _BY_NUMPY.get(a.dtype)
+        if name is None:
+            hint = "; for bfloat16 stored as uint16 pass dtype=\"bfloat16\"" \
+                if a.dtype == np.uint16 else ""
+            if not a.dtype.isnative:
+                hint = " (non-native byte order; convert with a.astype(a.dtype.newbyteorder(\"=\")))"
+            raise TypeError("array dtype %s is not a baton dtype%s; baton's dtypes are %s"
+                            % (a.dtype.str if not a.dtype.isnative else a.dtype, hint,
+                               ", ".join(DTYPES)))
+        return DTYPES[name][0]
+    if dtype not in DTYPES:
+        raise ValueError("unknown dtype %r; baton's dtypes are %s" % (dtype, ", ".join(DTYPES)))
+    value, storage = DTYPES[dtype]
+    if a.dtype != storage:
+        raise TypeError("dtype=%r needs an array of %s, got %s" % (dtype, storage, a.dtype.str))
+    return value
+
+
+def _op(op):
+    if isinstance(op, str):
+        if op.lower() not in OPS:
+            raise ValueError("unknown op %r; baton's ops are %s" % (op, ", ".join(OPS)))
+        return OPS[op.lower()]
+    # A raw baton_op_t goes to the library as it is, which checks it.
+    if isinstance(op, (int, np.integer)) and not isinstance(op, bool):
+        return int(op)
+    raise TypeError("op must be one of %s, not %r" % (", ".join(OPS), op))
+
+
+def _out(out, a, shape, call):
+    if out is None:
+        return np.empty(shape, a.dtype)
+    _array(out, "out")
+    if not out.flags.writeable:
+        raise ValueError("%s: out is read-only" % call)
+    if out.dtype != a.dtype:
+        raise TypeError("%s: out has dtype %s but the input has %s" % (call, out.dtype, a.dtype))
+    if out.shape != tuple(shape):
+        raise ValueError("%s: out has shape %s, the result has shape %s (%d elements)"
+                         % (call, out.shape, tuple(shape), int(np.prod(shape))))
+    return out
+
+
+def _check_overlap(a, out, in_place_offset, call):
+    """Refuses an out that overlaps a anywhere but at the one position the C
+    call treats as in place: out starting in_place_offset elements into a
+    (or a starting -in_place_offset elements into out)."""
+    if out is a or a.nbytes == 0 or out.nbytes == 0:
+        return
+    pa, po = a.ctypes.data, out.ctypes.data
+    if pa + a.nbytes <= po or po + out.nbytes <= pa:
+        return
+    if po - pa == in_place_offset * a.itemsize:
+        return
+    raise ValueError("%s: out overlaps the input other than at the in-place position; use "
+                     "separate arrays or the in-place form (see help(baton.Comm.%s))" % (call, call))
+
+
+class Comm:
+    """A communicator: rank, size and the collectives. Every rank must call
+    the same collectives in the same order; close() is collective too."""
+
+    def __init__(self, handle):
+        self._h = handle
+        self.rank = _lib.lib.baton_comm_rank(handle)
+        self.size = _lib.lib.baton_comm_size(handle)
+
+    def __repr__(self):
+        return "<baton.Comm rank %d of %d%s>" % (self.rank, self.size,
+                                                  "" if self._h else ", closed")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def last_error(self):
+        """baton_comm_last_error(): what the last failed call did wrong."""
+        return _lib.text(_lib.lib.baton_comm_last_error(self._handle()))
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("the communicator is closed")
+        return self._h
+
+    def _check(self, call, rc):
+        if rc != 0:
+            raise BatonError(call, rc, self.last_error)
+
+    def close(self):
+        """baton_comm_destroy(); collective. Closing twice is a no-op."""
+        if self._h:
+            h, self._h = self._h, None
+            rc = _lib.lib.baton_comm_destroy(h)
+            if rc != 0:
+                raise BatonError("baton_comm_destroy", rc, "")
+
+    def allreduce(self, a, op="sum", out=None, dtype=None):
+        """out[i] = op over all ranks of a[i]. In place when out is a.
+        op: "sum", "prod", "min", "max" or "avg" (integers: truncated)."""
+        h = self._handle()
+        _array(a, "a")
+        dt, opv = _dtype(a, dtype), _op(op)
+        out = _out(out, a, a.shape, "allreduce")
+        _check_overlap(a, out, 0, "allreduce")
+        self._check("allreduce", _lib.lib.baton_allreduce(
+            a.ctypes.data, out.ctypes.data, a.size, dt, opv, h))
+        return out
+
+    def reduce_scatter(self, a, op="sum", out=None, dtype=None):
+        """a.shape[0] is size * k; rank r gets the reduction over all ranks
+        of a[r*k:(r+1)*k], shape (k,) + a.shape[1:]. In place when out is
+        that block of a, e.g. out=a[rank*k:(rank+1)*k]."""
+        h = self._handle()
+        _array(a, "a")
+        dt, opv = _dtype(a, dtype), _op(op)
+        if a.ndim == 0 or a.shape[0] % self.size:
+            raise ValueError("reduce_scatter: a.shape[0] must be a multiple of the %d ranks; "
+                             "a has shape %s" % (self.size, a.shape))
+        count = a.size // self.size
+        out = _out(out, a, (a.shape[0] // self.size,) + a.shape[1:], "reduce_scatter")
+        _check_overlap(a, out, self.rank * count, "reduce_scatter")
+        self._check("reduce_scatter", _lib.lib.baton_reduce_scatter(
+            a.ctypes.data, out.ctypes.data, count, dt, opv, h))
+        return out
+
+    def allgather(self, a, out=None, dtype=None):
+        """Rank r's a lands in block r of the result, shape
+        (size * a.shape[0],) + a.shape[1:] (or (size,) for a 0-d a). In place
+        when a is that block of out, e.g. a=out[rank*k:(rank+1)*k]."""
+        h = self._handle()
+        _array(a, "a")
+        dt = _dtype(a, dtype)
+        shape = (self.size * a.shape[0],) + a.shape[1:] if a.ndim else (self.size,)
+        out = _out(out, a, shape, "allgather")
+        _check_overlap(a, out, -self.rank * a.size, "allgather")
+        self._check("allgather", _lib.lib.baton_allgather(
+            a.ctypes.data, out.ctypes.data, a.size, dt, h))
+        return out
+
+    def broadcast(self, a, root=0, out=None, dtype=None):
+        """Every rank gets root's a. In place when out is a; only root's a
+        is read, the others' give the shape and dtype."""
+        h = self._handle()
+        if not _lib.has("baton_broadcast"):
+            raise NotImplementedError("broadcast: %s has no baton_broadcast; rebuild baton from "
+                                      "a version that has it" % _lib.path)
+        _array(a, "a")
+        dt = _dtype(a, dtype)
+        if not isinstance(root, (int, np.integer)) or isinstance(root, bool):
+            raise TypeError("broadcast: root must be an int, not %r" % (root,))
+        if not 0 <= root < self.size:
+            raise ValueError("broadcast: root %d is not a rank in [0, %d)" % (root, self.size))
+        out = _out(out, a, a.shape, "broadcast")
+        _check_overlap(a, out, 0, "broadcast")
+        self._check("broadcast", _lib.lib.baton_broadcast(
+            a.ctypes.data, out.ctypes.data, a.size, dt, int(root), h))
+        return out
+
+    def barrier(self):
+        """Returns once every rank has entered the barrier."""
+        self._check("barrier", _lib.lib.baton_barrier(self._handle()))
+
+
+def to_bfloat16(x):
+    """float32 values -> their bfloat16 bits as uint16, rounded to nearest
+    even (NaN stays NaN)."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    quiet = (bits >> np.uint32(16)) | np.uint32(0x0040)
+    return np.where(nan, quiet, rounded).astype(np.uint16)
+
+
+def from_bfloat16(u):
+    """bfloat16 bits (uint16) -> float32, exactly."""
+    u = np.ascontiguousarray(u)
+    if u.dtype != np.uint16:
+        raise TypeError("from_bfloat16: expected uint16 bits, got %s" % u.dtype)
+    return (u.astype(np.uint32) << np.uint32(16)).view(np.float32)

@@ -1,0 +1,99 @@
+/*
+ * algo.c - the table of algorithms: for each, which collectives it serves,
+ * how many steps it may need, and the function that writes its schedule.
+ *
+ * The executor, the tracer, baton-viz, baton-model and the schedule tests
+ * all reach an algorithm's steps through baton__schedule_for(), so a new
+ * algorithm (one file in src/coll/ plus one row below) is drawn, traced and
+ * tested without touching any of them.
+ */
+#include <string.h>
+
+#include "schedule.h"
+
+/* Larger communicators than this are never drawn or checked offline. */
+#define MAX_OFFLINE_SIZE 4096
+
+static int ring_max_steps(int size) { return 2 * size; }
+
+/* Broadcast on the ring is the chain: the ring opened at the root. */
+static void ring_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                       size_t count, int root) {
+  int order[MAX_OFFLINE_SIZE];
+  (void)count;
+  for (int i = 0; i < size; i++)
+    order[i] = i;
+  if (coll == BATON__COLL_BROADCAST)
+    baton__chain_schedule(s, coll, rank, size, order, root);
+  else
+    baton__ring_schedule(s, coll, rank, size, order);
+}
+
+static int flat_max_steps(int size) { return size; }
+
+/* flat.c as data: one step in which this rank reads, from every other
+ * rank's mailbox, what it needs: everything (allreduce), its own chunk of
+ * every input (reduce-scatter), the other rank's input (allgather) or the
+ * root's (broadcast). No rank sends: each writes its own mailbox and the
+ * others read it. */
+static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                       size_t count, int root) {
+  (void)count;
+  s->coll = coll;
+  s->algo = "flat";
+  s->nsteps = 0;
+  for (int q = 0; q < size; q++) {
+    if (q == rank || (coll == BATON__COLL_BROADCAST && q != root))
+      continue;
+    baton__step_t *st = &s->steps[s->nsteps++];
+    memset(st, 0, sizeof *st);
+    st->phase = BATON__PHASE_FLAT;
+    st->send_peer = -1;
+    st->send_chunk = -1;
+    st->recv_peer = q;
+    st->recv_chunk = coll == BATON__COLL_ALLREDUCE        ? BATON__ALL_CHUNKS
+                     : coll == BATON__COLL_REDUCE_SCATTER ? rank
+                                                          : q;
+    st->recv_op = coll == BATON__COLL_ALLREDUCE || coll == BATON__COLL_REDUCE_SCATTER
+                      ? BATON__RECV_REDUCE
+                      : BATON__RECV_COPY;
+    st->keep = 1;
+  }
+}
+
+#define ALL (1u << BATON__COLL_ALLREDUCE | 1u << BATON__COLL_REDUCE_SCATTER | \
+             1u << BATON__COLL_ALLGATHER | 1u << BATON__COLL_BROADCAST)
+
+static const baton__algo_t algos[] = {
+    {"ring", ALL, "ring", ring_max_steps, ring_build},
+    {"flat", ALL, "ring", flat_max_steps, flat_build},
+};
+
+const baton__algo_t *baton__algos(int *n) {
+  *n = (int)(sizeof algos / sizeof algos[0]);
+  return algos;
+}
+
+const baton__algo_t *baton__algo_find(const char *name) {
+  for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
+    if (strcmp(algos[i].name, name) == 0)
+      return &algos[i];
+  return NULL;
+}
+
+baton__coll_t baton__coll_find(const char *name) {
+  for (int c = 0; c < BATON__COLL_COUNT; c++)
+    if (strcmp(baton__coll_name((baton__coll_t)c), name) == 0)
+      return (baton__coll_t)c;
+  return BATON__COLL_COUNT;
+}
+
+int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
+                        int rank, int size, size_t count, int root) {
+  if (!algo || (unsigned)coll >= BATON__COLL_COUNT || !(algo->colls & (1u << coll)) ||
+      size < 1 || size > MAX_OFFLINE_SIZE || rank < 0 || rank >= size || root < 0 ||
+      root >= size)
+    return -1;
+  algo->build(s, coll, rank, size, count, root);
+  return 0;
+}

@@ -1,0 +1,134 @@
+/*
+ * model.c - the alpha-beta-gamma formulas (model.h), one per algorithm.
+ *
+ * K is the message in bytes as model.h defines it, N the ranks, L =
+ * ceil(log2 N), P the largest power of two <= N. Recursive algorithms on a
+ * non-power-of-two N first fold the N - P extra ranks into partners (one
+ * exchange of K, and a reduction where the collective reduces) and unfold
+ * them at the end. Chain algorithms pipeline S = ceil(K / segment) segments
+ * down a line of N ranks: N - 2 + S steps of one segment each.
+ *
+ * "naive" sends straight to every rank that needs the data, one message
+ * per peer; "pairwise" sends the same messages in N - 1 steps that pair
+ * the ranks up so that no rank receives two at once. The model does not see
+ * that contention, so the two cost the same here; measured, they do not.
+ */
+#include <string.h>
+
+#include "model.h"
+
+/* No libm: the library links only libc and pthreads. */
+static double lg(int n) { /* ceil(log2 n) */
+  int l = 0;
+  while ((1L << l) < n)
+    l++;
+  return l;
+}
+static int pow2_below(int n) {
+  int p = 1;
+  while (p * 2 <= n)
+    p *= 2;
+  return p;
+}
+static double log2p(int n) { return lg(pow2_below(n)); }
+/* The fold and unfold of recursive algorithms when N is not a power of 2:
+ * `moves` exchanges of K, `reduces` reductions of K. */
+static double fold(int n, double k, const baton__cost_t *c, int moves, int reduces) {
+  if (pow2_below(n) == n)
+    return 0;
+  return moves * (c->alpha + k * c->beta) + reduces * k * c->gamma;
+}
+static double segments(double k, const baton__cost_t *c) {
+  if (c->segment <= 0 || k <= c->segment)
+    return 1;
+  double s = (double)(long long)(k / c->segment);
+  return s * c->segment < k ? s + 1 : s;
+}
+static double frac(int n) { return (double)(n - 1) / n; }
+
+#define A c->alpha
+#define B (k * c->beta)
+#define G (k * c->gamma)
+#define FN(name, expr)                                                         \
+  static double name(int n, double k, const baton__cost_t *c) {                \
+    (void)n, (void)k, (void)c;                                                 \
+    return (expr);                                                             \
+  }
+
+/* allreduce */
+FN(ar_ring, 2 * (n - 1) * A + 2 * frac(n) * B + frac(n) * G)
+FN(ar_naive, (n - 1) * (A + B + G))
+FN(ar_rhd, 2 * log2p(n) * A + 2 * frac(pow2_below(n)) * B +
+               frac(pow2_below(n)) * G + fold(n, k, c, 2, 1))
+FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
+FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
+FN(ar_flat, A + n * B + (n - 1) * G)
+/* reduce_scatter: K is the input, N blocks of K/N */
+FN(rs_ring, (n - 1) * A + frac(n) * (B + G))
+FN(rs_rhd, log2p(n) * A + frac(pow2_below(n)) * (B + G) + fold(n, k, c, 1, 1))
+FN(rs_flat, A + (2 * n - 1.0) / n * B + frac(n) * G)
+/* allgather: K is the output, N blocks of K/N */
+FN(ag_ring, (n - 1) * A + frac(n) * B)
+FN(ag_rd, log2p(n) * A + frac(pow2_below(n)) * B + fold(n, k, c, 1, 0))
+FN(ag_flat, A + B)
+/* broadcast and reduce: K is the buffer */
+FN(bc_naive, (n - 1) * (A + B))
+FN(bc_tree, lg(n) * (A + B))
+FN(bc_chain, (n - 2 + segments(k, c)) * (A + B / segments(k, c)))
+FN(bc_flat, A + 2 * B)
+FN(rd_naive, (n - 1) * (A + B + G))
+FN(rd_tree, lg(n) * (A + B + G))
+FN(rd_chain, (n - 2 + segments(k, c)) * (A + (B + G) / segments(k, c)))
+FN(rd_ring, 2 * (n - 1) * A + 2 * frac(n) * B + frac(n) * G)
+/* alltoall, gather, scatter: K is N blocks of K/N */
+FN(blocks_direct, (n - 1) * (A + B / n))
+FN(blocks_tree, lg(n) * A + frac(n) * B)
+
+static const baton__model_t rows[] = {
+    {"allreduce", "ring", "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", ar_ring},
+    {"allreduce", "naive", "(N-1)(a + Kb + Kg)", ar_naive},
+    {"allreduce", "rhd", "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold]", ar_rhd},
+    {"allreduce", "rd", "log2(P)(a + Kb + Kg) [+ fold]", ar_rd},
+    {"allreduce", "tree", "2L(a + Kb) + L Kg", ar_tree},
+    {"allreduce", "flat", "a + N Kb + (N-1) Kg", ar_flat},
+    {"reduce_scatter", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
+    {"reduce_scatter", "naive", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
+    {"reduce_scatter", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
+    {"reduce_scatter", "pairwise", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
+    {"reduce_scatter", "flat", "a + (2N-1)/N Kb + (N-1)/N Kg", rs_flat},
+    {"allgather", "ring", "(N-1)a + (N-1)/N Kb", ag_ring},
+    {"allgather", "naive", "(N-1)a + (N-1)/N Kb", ag_ring},
+    {"allgather", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
+    {"allgather", "pairwise", "(N-1)a + (N-1)/N Kb", ag_ring},
+    {"allgather", "flat", "a + Kb", ag_flat},
+    {"broadcast", "naive", "(N-1)(a + Kb)", bc_naive},
+    {"broadcast", "tree", "L(a + Kb)", bc_tree},
+    {"broadcast", "chain", "(N-2+S)(a + Kb/S)", bc_chain},
+    {"broadcast", "ring", "(N-2+S)(a + Kb/S): the chain, the ring opened at the root", bc_chain},
+    {"broadcast", "flat", "a + 2Kb", bc_flat},
+    {"reduce", "naive", "(N-1)(a + Kb + Kg)", rd_naive},
+    {"reduce", "tree", "L(a + Kb + Kg)", rd_tree},
+    {"reduce", "chain", "(N-2+S)(a + K(b + g)/S)", rd_chain},
+    {"reduce", "ring", "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", rd_ring},
+    {"alltoall", "naive", "(N-1)(a + Kb/N)", blocks_direct},
+    {"alltoall", "pairwise", "(N-1)(a + Kb/N)", blocks_direct},
+    {"gather", "naive", "(N-1)(a + Kb/N)", blocks_direct},
+    {"gather", "tree", "La + (N-1)/N Kb", blocks_tree},
+    {"scatter", "naive", "(N-1)(a + Kb/N)", blocks_direct},
+    {"scatter", "tree", "La + (N-1)/N Kb", blocks_tree},
+};
+
+const baton__model_t *baton__models(int *n) {
+  *n = (int)(sizeof rows / sizeof rows[0]);
+  return rows;
+}
+
+double baton__model_time(const char *coll, const char *algo, int n, double bytes,
+                         const baton__cost_t *c) {
+  if (n < 1)
+    return -1;
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    if (strcmp(rows[i].coll, coll) == 0 && strcmp(rows[i].algo, algo) == 0)
+      return n == 1 ? 0 : rows[i].time(n, bytes, c);
+  return -1;
+}

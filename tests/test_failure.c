@@ -1,0 +1,269 @@
+/*
+ * test_failure.c - lost ranks, aborts and mismatched calls: every rank must
+ * fail fast, with the right code and a message that says what happened.
+ *
+ *   test_failure kill N       rank N-1 is SIGKILLed in the middle of a run of
+ *                             4 MiB allreduces; every other rank's call must
+ *                             fail within 2 s with BATON_EREMOTE (or
+ *                             ETIMEDOUT) naming rank N-1, the collective's
+ *                             number and the step, and later calls at once
+ *   test_failure abort N      rank 0 is stuck waiting for rank N-1; another
+ *                             thread of rank 0 calls baton_comm_abort, which
+ *                             must wake it (EABORTED); rank N-1, arriving
+ *                             late, must fail fast too
+ *   test_failure mismatch N   four ways of calling different things on one
+ *                             rank; every rank must return BATON_EMISMATCH
+ *                             naming both calls
+ *
+ * The test starts its own ranks (fork and exec, the unique id passed on
+ * the command line), so that a rank can die without the launcher stopping
+ * the others. The environment is inherited: BATON_TRANSPORT=tcp runs it over
+ * TCP, TEST_HOSTS=k makes groups of k ranks look like separate hosts
+ * (BATON_HOSTID). Prints `N passed, M failed`.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "baton.h"
+
+#define NCASES 4
+#define BIG (1 << 20) /* floats: 4 MiB, the ring */
+
+static int passed, failed, rank, size;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "rank %d: %s ", rank, ok ? "ok  " : "FAIL");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  ok ? passed++ : failed++;
+}
+
+static void hex_of(const baton_unique_id_t *id, char *hex) {
+  for (size_t i = 0; i < sizeof *id; i++)
+    sprintf(hex + 2 * i, "%02x", (unsigned char)id->internal[i]);
+}
+
+static void id_of(const char *hex, baton_unique_id_t *id) {
+  for (size_t i = 0; i < sizeof *id; i++) {
+    unsigned v = 0;
+    sscanf(hex + 2 * i, "%2x", &v);
+    id->internal[i] = (char)v;
+  }
+}
+
+static baton_comm_t *join(const baton_unique_id_t *id) {
+  baton_comm_t *comm;
+  int rc = baton_comm_init_rank(&comm, size, id, rank);
+  if (rc != BATON_OK) {
+    fprintf(stderr, "rank %d: init: %s: %s\n", rank, baton_err_name(rc), baton_last_init_error());
+    exit(3);
+  }
+  return comm;
+}
+
+/* ------------------------------------------------------------------ kill */
+
+static void run_kill(const baton_unique_id_t *id) {
+  baton_comm_t *comm = join(id);
+  float *buf = calloc(BIG, sizeof *buf);
+  int victim = size - 1;
+  for (int i = 0; i < 5; i++) {
+    if (i == 2 && rank == victim)
+      kill(getpid(), SIGKILL);
+    double t0 = now();
+    int rc = baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
+    double took = now() - t0;
+    if (i < 2) {
+      check(rc == BATON_OK, "allreduce %d before the kill: %s", i, baton_err_name(rc));
+      continue;
+    }
+    const char *msg = baton_comm_last_error(comm);
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", victim);
+    int named = strstr(msg, who) != NULL && strstr(msg, "#3") != NULL;
+    check((rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT) && took < 2.0 && named,
+          "allreduce %d after the kill: %s in %.3f s: %s", i, baton_err_name(rc), took, msg);
+    if (i == 2)
+      check(strstr(msg, "step") != NULL || strstr(msg, "failed earlier") != NULL,
+            "the first failure names the step");
+  }
+  free(buf);
+  baton_comm_destroy(comm);
+}
+
+/* ----------------------------------------------------------------- abort */
+
+static void *abort_later(void *comm) {
+  usleep(300 * 1000);
+  baton_comm_abort(comm);
+  return NULL;
+}
+
+static void run_abort(const baton_unique_id_t *id) {
+  baton_comm_t *comm = join(id);
+  float *buf = calloc(BIG, sizeof *buf);
+  int late = size - 1;
+  int rc = baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
+  check(rc == BATON_OK, "allreduce before the abort: %s", baton_err_name(rc));
+  pthread_t th;
+  if (rank == 0)
+    pthread_create(&th, NULL, abort_later, comm);
+  if (rank == late)
+    sleep(2); /* rank 0's call cannot finish without this rank */
+  double t0 = now();
+  rc = baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
+  double took = now() - t0;
+  const char *msg = baton_comm_last_error(comm);
+  if (rank == 0) {
+    pthread_join(th, NULL);
+    check(rc == BATON_EABORTED && took < 1.5 && strstr(msg, "baton_comm_abort"),
+          "the aborting rank's waiter woke: %s in %.3f s: %s", baton_err_name(rc), took, msg);
+    t0 = now();
+    rc = baton_barrier(comm);
+    check(rc == BATON_EABORTED && now() - t0 < 0.1, "a call after the abort: %s",
+          baton_err_name(rc));
+  } else {
+    check((rc == BATON_EABORTED || rc == BATON_EREMOTE) && took < 2.0,
+          "a peer of the aborted rank failed fast: %s in %.3f s: %s", baton_err_name(rc), took,
+          msg);
+  }
+  check(baton_comm_abort(NULL) == BATON_EINVAL, "baton_comm_abort(NULL) is EINVAL");
+  free(buf);
+  baton_comm_destroy(comm);
+}
+
+/* -------------------------------------------------------------- mismatch */
+
+/* Case k: what the odd rank (the last) does differently. */
+static int mismatched_call(int k, baton_comm_t *comm, float *buf) {
+  int odd = rank == size - 1;
+  switch (k) {
+  case 0: /* one more element, both on the ring */
+    return baton_allreduce(buf, buf, BIG - (odd ? 1 : 0), BATON_FLOAT32, BATON_SUM, comm);
+  case 1: /* a small count (flat on shared memory) against a large one */
+    return baton_allreduce(buf, buf, odd ? 4 : BIG, BATON_FLOAT32, BATON_SUM, comm);
+  case 2: /* another collective */
+    return odd ? baton_broadcast(buf, buf, BIG, BATON_FLOAT32, 0, comm)
+               : baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
+  default: /* another dtype, small */
+    return baton_allreduce(buf, buf, 8, odd ? BATON_INT32 : BATON_FLOAT32, BATON_SUM, comm);
+  }
+}
+
+static void run_mismatch(baton_unique_id_t *ids) {
+  float *buf = calloc(BIG, sizeof *buf);
+  const char *only = getenv("TEST_CASE");
+  for (int k = 0; k < NCASES; k++) {
+    baton_comm_t *comm = join(&ids[k]);
+    if (only && atoi(only) != k) {
+      baton_comm_destroy(comm);
+      continue;
+    }
+    double t0 = now();
+    int rc = mismatched_call(k, comm, buf);
+    double took = now() - t0;
+    const char *msg = baton_comm_last_error(comm);
+    check(rc == BATON_EMISMATCH && strstr(msg, "called") && strstr(msg, "while rank") &&
+              took < 2.0,
+          "mismatch case %d: %s in %.3f s: %s", k, baton_err_name(rc), took, msg);
+    baton_comm_destroy(comm);
+  }
+  free(buf);
+}
+
+/* ------------------------------------------------------------------ main */
+
+static void run(const char *mode, baton_unique_id_t *ids) {
+  if (strcmp(mode, "kill") == 0)
+    run_kill(&ids[0]);
+  else if (strcmp(mode, "abort") == 0)
+    run_abort(&ids[0]);
+  else
+    run_mismatch(ids);
+}
+
+static void set_host(void) {
+  const char *k = getenv("TEST_HOSTS");
+  if (k && atoi(k) > 0) {
+    char h[32];
+    snprintf(h, sizeof h, "host%d", rank / atoi(k));
+    setenv("BATON_HOSTID", h, 1);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 5 && strcmp(argv[1], "--child") == 0) {
+    size = atoi(argv[3]);
+    rank = atoi(argv[4]);
+    baton_unique_id_t ids[NCASES];
+    for (int k = 0; k < NCASES && 5 + k < argc; k++)
+      id_of(argv[5 + k], &ids[k]);
+    set_host();
+    run(argv[2], ids);
+    return failed ? 1 : 0;
+  }
+  if (argc != 3 || (strcmp(argv[1], "kill") && strcmp(argv[1], "abort") &&
+                    strcmp(argv[1], "mismatch"))) {
+    fprintf(stderr, "usage: test_failure kill|abort|mismatch N\n");
+    return 2;
+  }
+  size = atoi(argv[2]);
+  if (size < 2 || size > 16) {
+    fprintf(stderr, "test_failure: N must be 2..16\n");
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  baton_unique_id_t ids[NCASES];
+  char hex[NCASES][2 * sizeof(baton_unique_id_t) + 1], sz[16], rk[16];
+  for (int k = 0; k < NCASES; k++) {
+    if (baton_get_unique_id(&ids[k]) != BATON_OK) {
+      fprintf(stderr, "baton_get_unique_id: %s\n", baton_last_init_error());
+      return 1;
+    }
+    hex_of(&ids[k], hex[k]);
+  }
+  snprintf(sz, sizeof sz, "%d", size);
+  pid_t kids[16];
+  for (int r = 1; r < size; r++) {
+    snprintf(rk, sizeof rk, "%d", r);
+    if ((kids[r] = fork()) == 0) {
+      execl("/proc/self/exe", argv[0], "--child", argv[1], sz, rk, hex[0], hex[1], hex[2],
+            hex[3], (char *)NULL);
+      _exit(127);
+    }
+  }
+  rank = 0;
+  set_host();
+  run(argv[1], ids);
+  int kids_failed = 0;
+  for (int r = 1; r < size; r++) {
+    int st = 0;
+    waitpid(kids[r], &st, 0);
+    int killed = strcmp(argv[1], "kill") == 0 && r == size - 1;
+    int ok = killed ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL
+                    : WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    if (!ok) {
+      fprintf(stderr, "rank %d: FAIL: exit status 0x%x\n", r, st);
+      kids_failed++;
+    }
+  }
+  printf("%d passed, %d failed\n", passed + (size - 1 - kids_failed), failed + kids_failed);
+  return failed || kids_failed;
+}

@@ -1,0 +1,256 @@
+"""tests/test_python.py - the Python binding, under baton-run at any rank count.
+
+    PYTHONPATH=python build/bin/baton-run -n 4 /usr/bin/python3 tests/test_python.py
+    BATON_TIMEOUT=1 PYTHONPATH=python build/bin/baton-run -n 2 /usr/bin/python3 tests/test_python.py stall
+
+Every collective, every dtype and op, in and out of place, against a NumPy
+reference built from every rank's input (each rank can make any rank's input).
+The inputs are small integers, so every sum, product and average by 1, 2 or 4
+ranks is exact in every dtype and the comparison is bit for bit whatever the
+order of reduction. Then the error paths: each bad argument raises the
+exception that names it, and a failure inside the library raises BatonError
+with the error's name and baton_comm_last_error(). `stall` mode: rank 0's
+peers stay away from a collective, and rank 0 must get BATON_ETIMEDOUT.
+Each rank prints `N passed, M failed` and exits 1 on a failure.
+"""
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import baton
+
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print("rank %d FAIL: %s %s" % (comm.rank, name, detail), flush=True)
+
+
+def raises(name, exc, fragment, fn, *args, **kw):
+    """fn(*args, **kw) must raise exc with `fragment` in its message."""
+    try:
+        fn(*args, **kw)
+    except exc as e:
+        check(name, fragment in str(e), "message %r lacks %r" % (str(e), fragment))
+        return e
+    except Exception as e:  # noqa: BLE001 - any other exception is the failure itself
+        check(name, False, "raised %s: %s instead of %s" % (type(e).__name__, e, exc.__name__))
+        return None
+    check(name, False, "raised nothing, expected %s" % exc.__name__)
+    return None
+
+
+def values(rank, count, dtype):
+    """Rank `rank`'s input: integers in -2..2 (0..3 unsigned), as float64."""
+    i = np.arange(count, dtype=np.int64)
+    v = (i * 7 + rank * 3) % (4 if dtype.startswith("u") else 5)
+    return (v if dtype.startswith("u") else v - 2).astype(np.float64)
+
+
+def stored(x, dtype):
+    """float64 values in the storage of baton dtype `dtype`."""
+    if dtype == "bfloat16":
+        return baton.to_bfloat16(x.astype(np.float32))
+    return x.astype(baton.DTYPES[dtype][1])
+
+
+def reference(op, dtype, count, size):
+    every = np.stack([values(r, count, dtype) for r in range(size)])
+    if op == "avg":
+        s = every.sum(axis=0) / size
+        return stored(np.trunc(s) if "int" in dtype else s, dtype)
+    return stored({"sum": np.sum, "prod": np.prod, "min": np.min, "max": np.max}[op](every, axis=0),
+                  dtype)
+
+
+def same(x, y):
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def test_allreduce(counts):
+    for dtype in baton.DTYPES:
+        kw = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
+        for op in baton.OPS:
+            for count in counts:
+                name = "allreduce %s %s count %d" % (dtype, op, count)
+                want = reference(op, dtype, count, comm.size)
+                a = stored(values(comm.rank, count, dtype), dtype)
+                keep = a.copy()
+                got = comm.allreduce(a, op=op, **kw)
+                check(name + " new out", same(got, want), "got %s want %s" % (got[:8], want[:8]))
+                check(name + " input untouched", same(a, keep))
+                out = np.zeros_like(a)
+                r = comm.allreduce(a, op=op.upper(), out=out, **kw)
+                check(name + " given out", r is out and same(out, want))
+                r = comm.allreduce(a, op=op, out=a, **kw)
+                check(name + " in place", r is a and same(a, want))
+    # Shapes other than 1-D come back in their own shape.
+    a = np.full((3, 5), comm.rank + 1, np.int32)
+    got = comm.allreduce(a, op="max")
+    check("allreduce 2-D", got.shape == (3, 5) and (got == comm.size).all(), str(got))
+    got = comm.allreduce(np.array(float(comm.rank)), op="sum")
+    check("allreduce 0-d", got.shape == () and got == comm.size * (comm.size - 1) / 2, str(got))
+
+
+def test_reduce_scatter(counts):
+    n = comm.size
+    for dtype in ("int8", "uint64", "float16", "bfloat16", "float32", "float64"):
+        kw = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
+        for count in counts:
+            name = "reduce_scatter %s count %d" % (dtype, count)
+            full = reference("sum", dtype, n * count, n)
+            want = full[comm.rank * count:(comm.rank + 1) * count]
+            a = stored(values(comm.rank, n * count, dtype), dtype)
+            got = comm.reduce_scatter(a, **kw)
+            check(name, same(got, want), "got %s want %s" % (got[:8], want[:8]))
+            block = a[comm.rank * count:(comm.rank + 1) * count]
+            r = comm.reduce_scatter(a, out=block, **kw)
+            check(name + " in place", r is block and same(block, want))
+    a = np.ones((n * 2, 3), np.int64)
+    got = comm.reduce_scatter(a, op="sum")
+    check("reduce_scatter 2-D", got.shape == (2, 3) and (got == n).all(), str(got))
+
+
+def test_allgather(counts):
+    n = comm.size
+    for dtype in ("uint8", "int32", "float16", "bfloat16", "float64"):
+        kw = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
+        for count in counts:
+            name = "allgather %s count %d" % (dtype, count)
+            want = np.concatenate([stored(values(r, count, dtype), dtype) for r in range(n)])
+            got = comm.allgather(stored(values(comm.rank, count, dtype), dtype), **kw)
+            check(name, same(got, want), "got %s want %s" % (got[:8], want[:8]))
+            out = np.zeros_like(want)
+            mine = out[comm.rank * count:(comm.rank + 1) * count]
+            mine[...] = stored(values(comm.rank, count, dtype), dtype)
+            r = comm.allgather(mine, out=out, **kw)
+            check(name + " in place", r is out and same(out, want))
+    got = comm.allgather(np.full((2, 3), comm.rank, np.int32))
+    check("allgather 2-D", got.shape == (2 * n, 3) and
+          (got == np.repeat(np.arange(n), 2)[:, None]).all(), str(got))
+
+
+def test_broadcast(counts):
+    if not baton._lib.has("baton_broadcast"):
+        print("SKIP broadcast: %s does not export baton_broadcast (not in this version of "
+              "the library)" % baton._lib.path, flush=True)
+        return
+    for root in range(comm.size):
+        for dtype in ("int8", "uint32", "int64", "float16", "bfloat16", "float32"):
+            kw = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
+            for count in counts:
+                name = "broadcast %s root %d count %d" % (dtype, root, count)
+                want = stored(values(root, count, dtype), dtype)
+                a = stored(values(comm.rank, count, dtype), dtype)
+                keep = a.copy()
+                got = comm.broadcast(a, root=root, **kw)
+                check(name, same(got, want) and same(a, keep))
+                r = comm.broadcast(a, root=root, out=a, **kw)
+                check(name + " in place", r is a and same(a, want))
+    raises("broadcast root out of range", ValueError, "root %d" % comm.size,
+           comm.broadcast, np.zeros(3, np.float32), root=comm.size)
+
+
+def test_errors():
+    n = comm.size
+    f = np.zeros(8, np.float32)
+    raises("non-contiguous input", ValueError, "not C-contiguous", comm.allreduce, f[::2])
+    raises("Fortran-order input", ValueError, "not C-contiguous",
+           comm.allreduce, np.asfortranarray(np.zeros((3, 4))))
+    raises("non-contiguous out", ValueError, "not C-contiguous",
+           comm.allreduce, f[:4], out=np.zeros(8, np.float32)[::2])
+    raises("list input", TypeError, "numpy.ndarray", comm.allreduce, [1.0, 2.0])
+    raises("int16 input", TypeError, "int16", comm.allreduce, np.zeros(4, np.int16))
+    raises("bool input", TypeError, "not a baton dtype", comm.allreduce, np.zeros(4, bool))
+    raises("complex input", TypeError, "not a baton dtype", comm.allreduce, np.zeros(4, complex))
+    raises("uint16 without dtype", TypeError, 'dtype="bfloat16"', comm.allreduce,
+           np.zeros(4, np.uint16))
+    raises("bfloat16 on float32", TypeError, "needs an array of uint16",
+           comm.allreduce, f, dtype="bfloat16")
+    raises("unknown dtype name", ValueError, "unknown dtype 'float128'",
+           comm.allreduce, f, dtype="float128")
+    raises("big-endian input", TypeError, "byte order", comm.allreduce, np.zeros(4, ">f4"))
+    raises("unknown op", ValueError, "unknown op 'mean'", comm.allreduce, f, op="mean")
+    raises("op of wrong type", TypeError, "op must be", comm.allreduce, f, op=None)
+    raises("out of wrong dtype", TypeError, "out has dtype float64",
+           comm.allreduce, f, out=np.zeros(8))
+    raises("out of wrong shape", ValueError, "out has shape (4, 2)",
+           comm.allreduce, f, out=np.zeros((4, 2), np.float32))
+    raises("out of wrong size", ValueError, "out has shape (9,)",
+           comm.allreduce, f, out=np.zeros(9, np.float32))
+    ro = np.zeros(8, np.float32)
+    ro.flags.writeable = False
+    raises("read-only out", ValueError, "read-only", comm.allreduce, f, out=ro)
+    big = np.zeros(16, np.float32)
+    raises("out overlapping the input", ValueError, "overlaps",
+           comm.allreduce, big[:8], out=big[4:12])
+    raises("reduce_scatter 0-d", ValueError, "multiple of the %d ranks" % n,
+           comm.reduce_scatter, np.array(1.0, np.float32))
+    if n > 1:
+        raises("reduce_scatter uneven", ValueError, "multiple of the %d ranks" % n,
+               comm.reduce_scatter, np.zeros(n + 1, np.float32))
+    raises("allgather out of wrong shape", ValueError, "result has shape (%d,)" % (3 * n),
+           comm.allgather, np.zeros(3, np.int8), out=np.zeros(3 * n + 1, np.int8))
+    # An op number the binding does not know goes to the library, which
+    # refuses it: BatonError with the error's name and the library's text.
+    e = raises("op the library refuses", baton.BatonError, "op 99", comm.allreduce, f, op=99)
+    if e is not None:
+        check("BatonError name", e.name == "BATON_EINVAL" and e.code == -1, repr(e))
+        check("BatonError detail is baton_comm_last_error", e.detail == comm.last_error != "",
+              "%r vs %r" % (e.detail, comm.last_error))
+    # A refused call touches no peer, so the communicator still works.
+    got = comm.allreduce(np.ones(5, np.float32))
+    check("usable after an error", (got == n).all(), str(got))
+
+
+def test_missing_library():
+    """An import that cannot find the library says where it looked."""
+    env = dict(os.environ, BATON_LIBRARY="/nonexistent/libbaton.so")
+    r = subprocess.run([sys.executable, "-c", "import baton"], env=env, capture_output=True,
+                       text=True)
+    check("import without the library", r.returncode != 0 and
+          "cannot load libbaton.so; tried: /nonexistent/libbaton.so (no such file)" in r.stderr,
+          r.stderr[-300:])
+
+
+def stall():
+    """Rank 0 waits in an allreduce its peers never join (BATON_TIMEOUT=1)."""
+    if comm.rank == 0:
+        t0 = time.monotonic()
+        e = raises("allreduce nobody joins", baton.BatonError, "BATON_ETIMEDOUT",
+                   comm.allreduce, np.ones(1 << 16, np.float32))
+        if e is not None:
+            check("timeout detail names the collective", "allreduce" in e.detail, e.detail)
+            print("rank 0 got, after %.1f s: %s" % (time.monotonic() - t0, e), flush=True)
+    else:
+        time.sleep(3)
+
+
+comm = baton.init()
+print("rank %d of %d: baton from %s, library %s" % (comm.rank, comm.size, baton.__file__,
+                                                    baton._lib.path), flush=True)
+if sys.argv[1:] == ["stall"]:
+    stall()
+else:
+    counts = [0, 1, 7, 1000, 40000]  # 40000 * 4 bytes is past the flat limit: the ring
+    test_allreduce(counts)
+    test_reduce_scatter(counts)
+    test_allgather(counts)
+    test_broadcast(counts)
+    test_errors()
+    if comm.rank == 0:
+        test_missing_library()
+    comm.barrier()
+    comm.close()
+    comm.close()
+    raises("closed communicator", ValueError, "closed", comm.allreduce, np.ones(2))
+print("rank %d: %d passed, %d failed" % (comm.rank, passed, failed), flush=True)
+sys.exit(1 if failed else 0)

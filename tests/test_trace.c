@@ -1,0 +1,245 @@
+/*
+ * test_trace.c - BATON_TRACE under baton-run: the lines a run writes.
+ *
+ *   BATON_TRACE=DIR/trace.%r baton-run -n 4 build/tests/test_trace
+ *
+ * Each rank makes a ring allreduce of an uneven count, a ring
+ * reduce-scatter, a ring allgather, a chain broadcast from rank 1, a small
+ * (flat) allreduce and a barrier,
+ * then reads its own trace file back. Every line must be one flat JSON
+ * object, checked by a strict parser written here, with the fields of
+ * docs/trace.md; each ring collective must have N-1 steps per phase, each
+ * sending chunk to rank+1 and receiving from rank-1 as the textbook ring
+ * does, with the bytes of the chunk and times that do not go backwards;
+ * the broadcast the chain's receive and send; the flat call one step; the
+ * barrier none. Prints "N passed, M failed".
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define MAX_FIELDS 32
+
+typedef struct {
+  char key[MAX_FIELDS][32];
+  char val[MAX_FIELDS][64]; /* strings without their quotes */
+  int is_str[MAX_FIELDS];
+  int n;
+} obj_t;
+
+/* One JSON object of string keys and string or number values; -1 when the
+ * line is anything else. */
+static int parse_object(const char *s, obj_t *o) {
+  o->n = 0;
+  if (*s++ != '{')
+    return -1;
+  for (;;) {
+    if (o->n == MAX_FIELDS || *s++ != '"')
+      return -1;
+    size_t k = 0;
+    while (*s && *s != '"' && k < sizeof o->key[0] - 1)
+      o->key[o->n][k++] = *s++;
+    o->key[o->n][k] = '\0';
+    if (*s++ != '"' || *s++ != ':')
+      return -1;
+    size_t v = 0;
+    if (*s == '"') {
+      for (s++; *s && *s != '"' && *s != '\\' && v < sizeof o->val[0] - 1;)
+        o->val[o->n][v++] = *s++;
+      if (*s++ != '"')
+        return -1;
+      o->is_str[o->n] = 1;
+    } else {
+      char *end;
+      strtod(s, &end);
+      if (end == s || !(*s == '-' || isdigit((unsigned char)*s)) ||
+          (size_t)(end - s) >= sizeof o->val[0])
+        return -1;
+      memcpy(o->val[o->n], s, (size_t)(end - s));
+      v = (size_t)(end - s);
+      s = end;
+      o->is_str[o->n] = 0;
+    }
+    o->val[o->n++][v] = '\0';
+    if (*s == '}')
+      return strcmp(s, "}\n") == 0 || strcmp(s, "}") == 0 ? 0 : -1;
+    if (*s++ != ',')
+      return -1;
+  }
+}
+
+static const char *get(const obj_t *o, const char *key, int want_str) {
+  for (int i = 0; i < o->n; i++)
+    if (strcmp(o->key[i], key) == 0)
+      return o->is_str[i] == want_str ? o->val[i] : NULL;
+  return NULL;
+}
+
+static double num(const obj_t *o, const char *key) {
+  const char *v = get(o, key, 0);
+  return v ? atof(v) : -1e300;
+}
+
+static int mod(int a, int n) { return ((a % n) + n) % n; }
+
+#define BCAST_ROOT 1
+
+typedef struct {
+  const char *coll;
+  size_t count; /* of the public call */
+  size_t chunk[64];
+} call_t;
+
+/* The chain broadcast from `root` of `count` floats: the rank q places
+ * after the root receives at step q-1 from r-1 and sends at step q to r+1,
+ * the last one only receives. */
+static void check_chain(tally_t *t, obj_t *l, int n, int root, size_t count) {
+  int N = t->size, r = t->rank, q = mod(r - root, N), i = 0, ok = 1;
+  int want = (q > 0) + (q < N - 1);
+  if (q > 0 && i < n) {
+    const char *op = get(&l[i], "op", 1);
+    ok &= num(&l[i], "step") == q - 1 && num(&l[i], "recv_from") == mod(r - 1, N) &&
+          num(&l[i], "recv_chunk") == root && num(&l[i], "send_to") == -1 && op &&
+          !strcmp(op, "copy");
+    i++;
+  }
+  if (q < N - 1 && i < n) {
+    ok &= num(&l[i], "step") == q && num(&l[i], "send_to") == mod(r + 1, N) &&
+          num(&l[i], "send_chunk") == root && num(&l[i], "recv_from") == -1;
+    i++;
+  }
+  for (int k = 0; k < n; k++) {
+    const char *phase = get(&l[k], "phase", 1);
+    ok &= phase && !strcmp(phase, "broadcast") && num(&l[k], "root") == root &&
+          num(&l[k], "bytes") == (double)(count * sizeof(float));
+  }
+  if (!tally_record(t, ok && n == want))
+    tally_say(t, "broadcast from %d: %d lines (want %d) or their fields are not the chain's",
+              root, n, want);
+}
+
+/* The lines of one ring collective, lines[0..n). */
+static void check_ring(tally_t *t, const call_t *c, obj_t *l, int n) {
+  int N = t->size, r = t->rank, reduce = strcmp(c->coll, "allgather") != 0;
+  int ag = strcmp(c->coll, "reduce_scatter") != 0;
+  int want = (reduce + ag) * (N - 1);
+  if (!tally_record(t, n == want))
+    tally_say(t, "%s: %d lines, want %d (N-1 per phase)", c->coll, n, want);
+  for (int i = 0; i < n && n == want; i++) {
+    int rs = reduce && i < N - 1, k = rs ? i : i - (reduce ? N - 1 : 0);
+    int send = rs ? mod(r - k - 1, N) : mod(r - k, N);
+    int recv = rs ? mod(r - k - 2, N) : mod(r - k - 1, N);
+    const char *phase = get(&l[i], "phase", 1), *algo = get(&l[i], "algo", 1);
+    const char *op = get(&l[i], "op", 1);
+    int ok = algo && !strcmp(algo, "ring") && phase &&
+             !strcmp(phase, rs ? "reduce_scatter" : "allgather") && num(&l[i], "step") == k &&
+             num(&l[i], "send_to") == mod(r + 1, N) && num(&l[i], "recv_from") == mod(r - 1, N) &&
+             num(&l[i], "send_chunk") == send && num(&l[i], "recv_chunk") == recv &&
+             op && !strcmp(op, rs ? "reduce" : "copy") &&
+             num(&l[i], "bytes") == (double)(c->chunk[send] * sizeof(float)) &&
+             num(&l[i], "count") == (double)c->count && num(&l[i], "rc") == 0;
+    if (!tally_record(t, ok))
+      tally_say(t, "%s line %d: phase %s step %g send c%g to %g, recv c%g from %g, %g bytes; "
+                "want %s step %d send c%d to %d, recv c%d from %d, %zu bytes", c->coll, i,
+                phase ? phase : "?", num(&l[i], "step"), num(&l[i], "send_chunk"),
+                num(&l[i], "send_to"), num(&l[i], "recv_chunk"), num(&l[i], "recv_from"),
+                num(&l[i], "bytes"), rs ? "reduce_scatter" : "allgather", k, send,
+                mod(r + 1, N), recv, mod(r - 1, N), c->chunk[send] * sizeof(float));
+    double t0 = num(&l[i], "t_start_us"), t1 = num(&l[i], "t_end_us");
+    ok = t0 > 0 && t1 >= t0 && (i == 0 || t0 >= num(&l[i - 1], "t_start_us"));
+    if (!tally_record(t, ok))
+      tally_say(t, "%s line %d: times %.3f..%.3f us (previous step started at %.3f)",
+                c->coll, i, t0, t1, i ? num(&l[i - 1], "t_start_us") : 0.0);
+  }
+}
+
+static void run_calls(tally_t *t, size_t ar_count, size_t block) {
+  float *in = calloc(ar_count + block * (size_t)t->size, sizeof *in);
+  float *out = calloc(ar_count + block * (size_t)t->size, sizeof *out);
+  tally_rc(t, baton_allreduce(in, out, ar_count, BATON_FLOAT32, BATON_SUM, t->comm),
+           "allreduce");
+  tally_rc(t, baton_reduce_scatter(in, out, block, BATON_FLOAT32, BATON_SUM, t->comm),
+           "reduce_scatter");
+  tally_rc(t, baton_allgather(in, out, block, BATON_FLOAT32, t->comm), "allgather");
+  tally_rc(t, baton_broadcast(in, out, ar_count, BATON_FLOAT32, BCAST_ROOT % t->size, t->comm),
+           "broadcast");
+  tally_rc(t, baton_allreduce(in, out, 3, BATON_FLOAT32, BATON_SUM, t->comm), "small allreduce");
+  tally_rc(t, baton_barrier(t->comm), "barrier");
+  free(in);
+  free(out);
+}
+
+int main(void) {
+  tally_t t;
+  tally_init(&t);
+  const char *pattern = getenv("BATON_TRACE");
+  if (!pattern || !strstr(pattern, "%r") || t.size > 64) {
+    fprintf(stderr, "run with BATON_TRACE=DIR/trace.%%r and at most 64 ranks\n");
+    return 1;
+  }
+  /* Uneven on purpose; large enough for the ring at the default knobs. */
+  size_t ar_count = 50003, block = 20001;
+  run_calls(&t, ar_count, block);
+
+  char path[512], line[4096];
+  const char *pr = strstr(pattern, "%r");
+  snprintf(path, sizeof path, "%.*s%d%s", (int)(pr - pattern), pattern, t.rank, pr + 2);
+  FILE *f = fopen(path, "r");
+  if (!tally_record(&t, f != NULL))
+    tally_say(&t, "cannot open %s", path);
+  static obj_t lines[6][64];
+  int nlines[7] = {0}, bad = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    obj_t o;
+    if (parse_object(line, &o) != 0) {
+      if (bad++ < 3)
+        tally_say(&t, "%s: not a flat JSON object: %s", path, line);
+      continue;
+    }
+    static const char *const strs[] = {"coll", "algo", "dtype", "phase", "op"};
+    static const char *const nums[] = {"rank", "size", "seq", "count", "root", "step", "send_to",
+                                       "send_chunk", "recv_from", "recv_chunk", "bytes",
+                                       "t_start_us", "t_end_us", "rc"};
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
+      if (!get(&o, strs[i], 1) && bad++ < 3)
+        tally_say(&t, "%s: no string \"%s\" in %s", path, strs[i], line);
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
+      if (!get(&o, nums[i], 0) && bad++ < 3)
+        tally_say(&t, "%s: no number \"%s\" in %s", path, nums[i], line);
+    int seq = (int)num(&o, "seq");
+    if (num(&o, "rank") != t.rank || num(&o, "size") != t.size)
+      bad++;
+    if (seq >= 1 && seq <= 6 && nlines[seq] < 64)
+      lines[seq - 1][nlines[seq]++] = o;
+  }
+  if (f)
+    fclose(f);
+  tally_record(&t, bad == 0);
+
+  call_t ar = {"allreduce", ar_count, {0}}, rs = {"reduce_scatter", block, {0}},
+         ag = {"allgather", block, {0}};
+  for (int c = 0; c < t.size; c++) {
+    ar.chunk[c] = ar_count / (size_t)t.size + ((size_t)c < ar_count % (size_t)t.size);
+    rs.chunk[c] = ag.chunk[c] = block;
+  }
+  check_ring(&t, &ar, lines[0], nlines[1]);
+  check_ring(&t, &rs, lines[1], nlines[2]);
+  check_ring(&t, &ag, lines[2], nlines[3]);
+  check_chain(&t, lines[3], nlines[4], BCAST_ROOT % t.size, ar_count);
+  /* The small allreduce: one flat step (none at all on one rank). */
+  const char *algo = nlines[5] ? get(&lines[4][0], "algo", 1) : NULL;
+  int flat_ok = t.size == 1 ? nlines[5] == 0
+                            : nlines[5] == 1 && algo && !strcmp(algo, "flat") &&
+                                  num(&lines[4][0], "send_to") == -1 &&
+                                  num(&lines[4][0], "root") == -1 &&
+                                  num(&lines[4][0], "bytes") == 3 * sizeof(float);
+  if (!tally_record(&t, flat_ok))
+    tally_say(&t, "small allreduce: %d lines (algo %s), want one flat step", nlines[5],
+              algo ? algo : "-");
+  if (!tally_record(&t, nlines[6] == 0))
+    tally_say(&t, "the barrier wrote %d lines, want none", nlines[6]);
+  return tally_finish(&t);
+}

@@ -1,0 +1,799 @@
+/*
+ * baton-viz - draws a collective's schedule as a data-flow diagram.
+ *
+ *   baton-viz --coll allreduce --algo ring -n 4 [--count K] [-o ring4.svg]
+ *   baton-viz --trace 'trace.%r' [--seq S] -o run.html
+ *
+ * The steps come from the library itself (baton__schedule_for(), the table
+ * in src/algo.c), so the picture is the schedule that runs, for any
+ * algorithm in that table. One panel per step: the ranks as nodes (on a
+ * ring, or in levels of a tree), an arrow for every transfer labelled with
+ * its chunk, and under every rank a bar of its chunks coloured by how many
+ * ranks' contributions each holds before the step; a last panel shows the
+ * result. With --trace the collective is a real run's (BATON_TRACE, see
+ * docs/trace.md): its schedule is checked against the trace, and each
+ * panel gives every rank's measured step time, the slowest in red, under
+ * a timeline of all steps of all ranks.
+ *
+ * The output is SVG, or with an .html output (or --html) a page that shows
+ * one step at a time with a slider.
+ *
+ * A new algorithm needs nothing here. A new collective needs its name in
+ * baton__coll_name() and, here, what each rank holds before the first step
+ * (initial_state) and what a finished chunk holds (need).
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule.h"
+
+#define MAX_N 64 /* a contribution set is one uint64_t */
+
+typedef struct {
+  int from, to, chunk, op;
+} xfer_t;
+
+typedef struct {
+  int phase, step; /* phase -1: the result */
+  xfer_t *x;
+  int nx;
+  uint64_t *held; /* [rank * n + chunk], before the step */
+  double t0[MAX_N], t1[MAX_N]; /* trace: seconds from the start, < 0 if none */
+} panel_t;
+
+typedef struct {
+  baton__coll_t coll;
+  const baton__algo_t *algo;
+  int n, tree, html, root;
+  size_t count; /* 0: not given, chunks drawn equal */
+  panel_t *p;
+  int np;
+  /* the trace, when drawing one */
+  const char *trace;
+  unsigned long long seq;
+  char dtype[32];
+  double span; /* seconds from the first start to the last end */
+  /* geometry */
+  double cw, bw, bh, pw, ph, cx[MAX_N], cy[MAX_N];
+} viz_t;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("baton-viz: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(2);
+}
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p)
+    die("out of memory");
+  return p;
+}
+
+/* ------------------------------------------------------------ the steps */
+
+static int reduces(const viz_t *v) {
+  return v->coll == BATON__COLL_ALLREDUCE || v->coll == BATON__COLL_REDUCE_SCATTER;
+}
+
+/* The contributions chunk c holds when it is complete. */
+static uint64_t need(const viz_t *v, int c) {
+  uint64_t all = v->n == 64 ? ~0ull : (1ull << v->n) - 1;
+  return reduces(v) ? all : 1ull << c;
+}
+
+/* Before the first step: every rank's input. Chunk c of a gather-like
+ * collective is rank c's data; broadcast has only the root's chunk. */
+static void initial_state(const viz_t *v, uint64_t *held) {
+  for (int r = 0; r < v->n; r++)
+    for (int c = 0; c < v->n; c++)
+      held[r * v->n + c] = reduces(v) ? 1ull << r
+                           : c == r && (v->coll != BATON__COLL_BROADCAST || r == v->root)
+                               ? 1ull << r
+                               : 0;
+}
+
+/* Broadcast moves only the root's chunk; the others are not drawn. */
+static int drawn(const viz_t *v, int c) {
+  return v->coll != BATON__COLL_BROADCAST || c == v->root;
+}
+
+/* The transfers of one step, applied to every rank at once: what a rank
+ * sends is what it held when the step began. */
+static void apply(const viz_t *v, const panel_t *p, uint64_t *held) {
+  for (int i = 0; i < p->nx; i++) {
+    const xfer_t *x = &p->x[i];
+    for (int c = 0; c < v->n; c++) {
+      if (x->chunk != BATON__ALL_CHUNKS && x->chunk != c)
+        continue;
+      uint64_t got = p->held[x->from * v->n + c];
+      uint64_t *dst = &held[x->to * v->n + c];
+      *dst = x->op == BATON__RECV_COPY ? got : *dst | got;
+    }
+  }
+}
+
+/* Steps are ordered by phase, in the order phases first appear, then by
+ * step number. */
+static int key(const int *phase_pos, const baton__step_t *st) {
+  return phase_pos[st->phase] * 65536 + st->step;
+}
+
+static void build_panels(viz_t *v) {
+  int n = v->n, cap = v->algo->max_steps(n), phase_pos[256];
+  baton__sched_t *s = xcalloc((size_t)n, sizeof *s);
+  for (int i = 0; i < 256; i++)
+    phase_pos[i] = -1;
+  int nphases = 0, total = 0;
+  for (int r = 0; r < n; r++) {
+    s[r].steps = xcalloc((size_t)cap, sizeof *s[r].steps);
+    if (baton__schedule_for(&s[r], v->coll, v->algo, r, n, v->count, v->root) != 0)
+      die("algorithm %s does not do %s", v->algo->name, baton__coll_name(v->coll));
+    for (int i = 0; i < s[r].nsteps; i++)
+      if (phase_pos[s[r].steps[i].phase] < 0)
+        phase_pos[s[r].steps[i].phase] = nphases++;
+    total += s[r].nsteps;
+  }
+  v->p = xcalloc((size_t)total + 1, sizeof *v->p);
+  uint64_t *held = xcalloc((size_t)n * n, sizeof *held);
+  initial_state(v, held);
+  int *at = xcalloc((size_t)n, sizeof *at);
+  for (;;) {
+    int k = -1;
+    for (int r = 0; r < n; r++)
+      if (at[r] < s[r].nsteps && (k < 0 || key(phase_pos, &s[r].steps[at[r]]) < k))
+        k = key(phase_pos, &s[r].steps[at[r]]);
+    if (k < 0)
+      break;
+    panel_t *p = &v->p[v->np++];
+    p->x = xcalloc((size_t)total, sizeof *p->x);
+    p->held = xcalloc((size_t)n * n, sizeof *held);
+    memcpy(p->held, held, (size_t)n * n * sizeof *held);
+    for (int r = 0; r < n; r++)
+      p->t0[r] = p->t1[r] = -1;
+    for (int r = 0; r < n; r++)
+      for (; at[r] < s[r].nsteps && key(phase_pos, &s[r].steps[at[r]]) == k; at[r]++) {
+        const baton__step_t *st = &s[r].steps[at[r]];
+        p->phase = st->phase;
+        p->step = st->step;
+        if (st->recv_peer >= 0)
+          p->x[p->nx++] = (xfer_t){st->recv_peer, r, st->recv_chunk, st->recv_op};
+      }
+    apply(v, p, held);
+  }
+  panel_t *last = &v->p[v->np++];
+  last->phase = -1;
+  last->held = held;
+  for (int r = 0; r < n; r++)
+    last->t0[r] = last->t1[r] = -1;
+  for (int r = 0; r < n; r++)
+    free(s[r].steps);
+  free(s);
+  free(at);
+}
+
+/* ------------------------------------------------------------ the trace */
+
+/* The value of "key" in a JSON line of docs/trace.md: a number or a string. */
+static const char *field(const char *line, const char *key) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *f = strstr(line, pat);
+  return f ? f + strlen(pat) : NULL;
+}
+
+static double num(const char *line, const char *key, const char *where) {
+  const char *f = field(line, key);
+  char *end;
+  double d = f ? strtod(f, &end) : 0;
+  if (!f || end == f)
+    die("%s: no number \"%s\" in: %.120s", where, key, line);
+  return d;
+}
+
+static void str(const char *line, const char *key, char *out, size_t cap, const char *where) {
+  const char *f = field(line, key);
+  size_t len = 0;
+  if (!f || *f != '"')
+    die("%s: no string \"%s\" in: %.120s", where, key, line);
+  for (f++; *f && *f != '"' && len + 1 < cap; f++)
+    out[len++] = *f;
+  out[len] = '\0';
+}
+
+static FILE *open_rank(const char *pattern, int rank, char *path, size_t cap) {
+  size_t o = 0;
+  for (const char *c = pattern; *c && o + 12 < cap; c++) {
+    if (c[0] == '%' && c[1] == 'r')
+      o += (size_t)snprintf(path + o, cap - o, "%d", rank), c++;
+    else if (c[0] == '%' && c[1] == '%')
+      path[o++] = '%', c++;
+    else
+      path[o++] = *c;
+  }
+  path[o] = '\0';
+  return fopen(path, "r");
+}
+
+typedef struct {
+  char phase[32];
+  int step, send_to, send_chunk, recv_from, recv_chunk;
+  double t0, t1;
+} rec_t;
+
+/* The lines of collective `seq` in one rank's file (seq 0: the last one). */
+static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *algo) {
+  char path[512], line[2048], where[600];
+  FILE *f = open_rank(v->trace, rank, path, sizeof path);
+  if (!f)
+    die("cannot open the trace of rank %d, %s: %m", rank, path);
+  int n = 0, lineno = 0;
+  unsigned long long best = 0;
+  while (fgets(line, sizeof line, f)) {
+    snprintf(where, sizeof where, "%s line %d", path, ++lineno);
+    if (line[strspn(line, " \t\r\n")] == '\0')
+      continue;
+    unsigned long long seq = (unsigned long long)num(line, "seq", where);
+    if (v->seq == 0 && seq > best)
+      best = seq, n = 0; /* a later collective: keep only the last */
+    if (seq != (v->seq ? v->seq : best))
+      continue;
+    if (rank == 0)
+      v->n = (int)num(line, "size", where);
+    if (n == cap)
+      die("%s: more steps in collective %llu than the schedule could have", where, seq);
+    rec_t *r = &out[n++];
+    str(line, "coll", coll, 32, where);
+    str(line, "algo", algo, 32, where);
+    str(line, "phase", r->phase, sizeof r->phase, where);
+    str(line, "dtype", v->dtype, sizeof v->dtype, where);
+    if (rank == 0) {
+      v->count = (size_t)num(line, "count", where);
+      v->root = (int)num(line, "root", where);
+      v->root = v->root < 0 ? 0 : v->root; /* -1: the collective has no root */
+    }
+    r->step = (int)num(line, "step", where);
+    r->send_to = (int)num(line, "send_to", where);
+    r->send_chunk = (int)num(line, "send_chunk", where);
+    r->recv_from = (int)num(line, "recv_from", where);
+    r->recv_chunk = (int)num(line, "recv_chunk", where);
+    r->t0 = num(line, "t_start_us", where) * 1e-6;
+    r->t1 = num(line, "t_end_us", where) * 1e-6;
+    if ((int)num(line, "rank", where) != rank)
+      die("%s: a line of rank %d in the file of rank %d", where, (int)num(line, "rank", where),
+          rank);
+  }
+  fclose(f);
+  if (v->seq == 0)
+    v->seq = best;
+  if (n == 0)
+    die("%s: no steps of collective %llu (a barrier, a call of count 0 and any call on 1 rank write none)", path,
+        v->seq);
+  return n;
+}
+
+/* Is the record the step st of the schedule? A record that names no peer
+ * (flat) stands for all the schedule's transfers of its step. */
+static int same_step(const rec_t *r, const baton__step_t *st) {
+  if (strcmp(r->phase, baton__phase_name((baton__phase_t)st->phase)) || r->step != st->step)
+    return 0;
+  if (r->send_to < 0 && r->recv_from < 0)
+    return 1;
+  return r->send_to == st->send_peer && r->recv_from == st->recv_peer &&
+         (r->send_to < 0 || r->send_chunk == st->send_chunk) &&
+         (r->recv_from < 0 || r->recv_chunk == st->recv_chunk);
+}
+
+/* Reads every rank's lines of one collective, checks them against the
+ * schedule the library gives for it, and puts the times on the panels. */
+static void load_trace(viz_t *v) {
+  char coll[32], algo[32], c2[32], a2[32];
+  int cap = 2 * MAX_N + 2;
+  rec_t *rec = xcalloc((size_t)cap, sizeof *rec);
+  read_rank(v, 0, rec, cap, coll, algo);
+  if (v->n < 1 || v->n > MAX_N)
+    die("the trace is of %d ranks; baton-viz draws 1..%d", v->n, MAX_N);
+  if ((v->coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
+    die("collective \"%s\" of the trace is not one this baton knows", coll);
+  if (!(v->algo = baton__algo_find(algo)))
+    die("algorithm \"%s\" of the trace is not one this baton knows", algo);
+  if (v->root >= v->n)
+    die("the trace's root %d is not a rank of its %d", v->root, v->n);
+  build_panels(v);
+  baton__step_t *steps = xcalloc((size_t)v->algo->max_steps(v->n), sizeof *steps);
+  double tmin = 1e300, tmax = -1e300;
+  for (int r = 0; r < v->n; r++) {
+    int nrec = read_rank(v, r, rec, cap, c2, a2);
+    baton__sched_t s = {.steps = steps};
+    if (baton__schedule_for(&s, v->coll, v->algo, r, v->n, v->count, v->root) != 0)
+      die("%s does not do %s", algo, coll);
+    if (strcmp(c2, coll) || strcmp(a2, algo))
+      die("collective %llu is %s/%s on rank 0 but %s/%s on rank %d", v->seq, coll, algo, c2,
+          a2, r);
+    for (int i = 0, j = 0; i < nrec; i++) {
+      while (j < s.nsteps && !same_step(&rec[i], &s.steps[j]))
+        j++;
+      if (j == s.nsteps)
+        die("rank %d, collective %llu: the trace's %s step %d (send c%d to %d, receive c%d "
+            "from %d) is not in the schedule of %s %s; was the trace written by another "
+            "version of baton?", r, v->seq, rec[i].phase, rec[i].step, rec[i].send_chunk,
+            rec[i].send_to, rec[i].recv_chunk, rec[i].recv_from, algo, coll);
+      for (int p = 0; p < v->np; p++)
+        if (v->p[p].phase == s.steps[j].phase && v->p[p].step == s.steps[j].step)
+          v->p[p].t0[r] = rec[i].t0, v->p[p].t1[r] = rec[i].t1;
+      tmin = rec[i].t0 >= 0 && rec[i].t0 < tmin ? rec[i].t0 : tmin;
+      tmax = rec[i].t1 > tmax ? rec[i].t1 : tmax;
+    }
+  }
+  for (int p = 0; p < v->np; p++)
+    for (int r = 0; r < v->n; r++) {
+      panel_t *pp = &v->p[p];
+      if (pp->t0[r] < 0 || pp->t1[r] < 0)
+        pp->t0[r] = pp->t1[r] = -1; /* not run, or a failed collective */
+      else
+        pp->t0[r] -= tmin, pp->t1[r] -= tmin;
+    }
+  v->span = tmax - tmin;
+  free(steps);
+  free(rec);
+}
+
+/* ------------------------------------------------------------- drawing */
+
+static const char *phase_label(int phase) {
+  return phase < 0 ? "result" : baton__phase_name((baton__phase_t)phase);
+}
+
+static const char *phase_colour(int phase) {
+  static const char *const c[] = {"#e6550d", "#3182bd", "#756bb1", "#31a354", "#636363"};
+  return phase < 0 ? "#999" : c[phase % 5];
+}
+
+/* Partial sums in blues that darken as contributions arrive; a chunk
+ * that holds all it needs in green; an absent one in pale grey. */
+static void cell_colour(double f, char *out) {
+  if (f <= 0) {
+    strcpy(out, "#f2f2f2");
+    return;
+  }
+  if (f >= 1) {
+    strcpy(out, "#2ca25f");
+    return;
+  }
+  int r = (int)(198 + (33 - 198) * f), g = (int)(219 + (113 - 219) * f),
+      b = (int)(239 + (181 - 239) * f);
+  sprintf(out, "#%02x%02x%02x", r, g, b);
+}
+
+static size_t chunk_len(const viz_t *v, int c) {
+  if (v->coll == BATON__COLL_ALLREDUCE)
+    return baton__chunk_len(v->count, v->n, c);
+  return drawn(v, c) ? v->count : 0;
+}
+
+static void geometry(viz_t *v) {
+  int n = v->n;
+  v->cw = n <= 4 ? 16 : n <= 8 ? 11 : n <= 16 ? 7 : 4;
+  v->bw = fmax(52, n * v->cw + 10);
+  v->bh = v->trace ? 48 : 38;
+  double r = fmax(n <= 2 ? 70 : 100, n * (v->bw + 20) / (2 * M_PI));
+  int levels[MAX_N] = {0}, width[MAX_N] = {0}, depth = 0;
+  if (v->tree) {
+    /* Levels by distance from the root (rank 0 for collectives without
+     * one) over every transfer of the schedule. */
+    for (int r0 = 0; r0 < n; r0++)
+      levels[r0] = r0 == v->root ? 0 : -1;
+    for (int changed = 1; changed;) {
+      changed = 0;
+      for (int p = 0; p < v->np; p++)
+        for (int i = 0; i < v->p[p].nx; i++) {
+          const xfer_t *x = &v->p[p].x[i];
+          int a = x->from, b = x->to;
+          if (levels[a] >= 0 && (levels[b] < 0 || levels[b] > levels[a] + 1))
+            levels[b] = levels[a] + 1, changed = 1;
+          if (levels[b] >= 0 && (levels[a] < 0 || levels[a] > levels[b] + 1))
+            levels[a] = levels[b] + 1, changed = 1;
+        }
+    }
+    for (int q = 0; q < n; q++) {
+      levels[q] = levels[q] < 0 ? 0 : levels[q];
+      width[levels[q]]++;
+      depth = levels[q] + 1 > depth ? levels[q] + 1 : depth;
+    }
+    int maxw = 1;
+    for (int l = 0; l < depth; l++)
+      maxw = width[l] > maxw ? width[l] : maxw;
+    v->pw = fmax(maxw * (v->bw + 24) + 40, 190); /* room for the title */
+    v->ph = depth * (v->bh + 60) + 60;
+    int seen[MAX_N] = {0};
+    for (int q = 0; q < n; q++) {
+      int l = levels[q];
+      v->cx[q] = v->pw / 2 + (seen[l]++ - (width[l] - 1) / 2.0) * (v->bw + 24);
+      v->cy[q] = 50 + v->bh / 2 + l * (v->bh + 60);
+    }
+    return;
+  }
+  v->pw = 2 * r + v->bw + 40;
+  v->ph = 2 * r + v->bh + 70;
+  for (int q = 0; q < n; q++) {
+    double a = -M_PI / 2 + 2 * M_PI * q / n;
+    v->cx[q] = v->pw / 2 + r * cos(a);
+    v->cy[q] = 36 + v->bh / 2 + r + r * sin(a);
+  }
+}
+
+/* Pulls the point (x, y) on the line from the centre of rank q's box
+ * towards (tx, ty) out to the box's edge, plus a gap. */
+static void to_edge(const viz_t *v, int q, double tx, double ty, double *x, double *y) {
+  double dx = tx - v->cx[q], dy = ty - v->cy[q], len = hypot(dx, dy);
+  if (len < 1e-9) {
+    *x = v->cx[q], *y = v->cy[q];
+    return;
+  }
+  double t = fmin(dx ? (v->bw / 2 + 4) / fabs(dx) : 1e9, dy ? (v->bh / 2 + 4) / fabs(dy) : 1e9);
+  *x = v->cx[q] + dx * t;
+  *y = v->cy[q] + dy * t;
+}
+
+/* An arrow bent to the left of its direction (outwards on a ring), so that the two directions
+ * between a pair of ranks do not overlap, with its chunk as the label. */
+static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, int label) {
+  double ax = v->cx[x->from], ay = v->cy[x->from], bx = v->cx[x->to], by = v->cy[x->to];
+  double dx = bx - ax, dy = by - ay, len = hypot(dx, dy), bend = fmin(0.18 * len, 40);
+  double mx = (ax + bx) / 2 + dy / len * bend, my = (ay + by) / 2 - dx / len * bend;
+  double sx, sy, ex, ey;
+  to_edge(v, x->from, mx, my, &sx, &sy);
+  to_edge(v, x->to, mx, my, &ex, &ey);
+  const char *col = x->op == BATON__RECV_REDUCE ? "#d95f02" : "#1f78b4";
+  fprintf(o, "<path d='M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f' fill='none' stroke='%s' "
+          "stroke-width='%.1f' marker-end='url(#%s)'/>\n", sx, sy, mx, my, ex, ey, col,
+          v->n > 8 ? 1.2 : 1.8, x->op == BATON__RECV_REDUCE ? "hr" : "hc");
+  if (!label)
+    return;
+  /* On the outer side of the bend, clear of the line. */
+  double lx = 0.25 * sx + 0.5 * mx + 0.25 * ex + dy / len * 10;
+  double ly = 0.25 * sy + 0.5 * my + 0.25 * ey - dx / len * 10;
+  char text[48];
+  if (x->chunk == BATON__ALL_CHUNKS)
+    snprintf(text, sizeof text, "all");
+  else if (v->count && chunk_len(v, 0) != chunk_len(v, v->n - 1)) /* uneven */
+    snprintf(text, sizeof text, "c%d\xc2\xb7%zu", x->chunk, chunk_len(v, x->chunk));
+  else
+    snprintf(text, sizeof text, "c%d", x->chunk);
+  fprintf(o, "<text x='%.1f' y='%.1f' class='lab' fill='%s'>%s</text>\n", lx, ly + 4, col,
+          text);
+}
+
+static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slowest) {
+  double x = v->cx[q] - v->bw / 2, y = v->cy[q] - v->bh / 2;
+  fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' rx='5' fill='white' "
+          "stroke='%s' stroke-width='%s'/>\n", x, y, v->bw, v->bh,
+          slowest ? "#d7191c" : "#444", slowest ? "2.5" : "1");
+  fprintf(o, "<text x='%.1f' y='%.1f' class='rk'>rank %d</text>\n", v->cx[q], y + 14, q);
+  size_t total = 0;
+  for (int c = 0; c < v->n; c++)
+    total += chunk_len(v, c);
+  double bar = v->coll == BATON__COLL_BROADCAST ? v->cw * 2 : v->n * v->cw;
+  double cx = v->cx[q] - bar / 2;
+  for (int c = 0; c < v->n; c++) {
+    if (!drawn(v, c))
+      continue;
+    uint64_t h = p->held[q * v->n + c], nd = need(v, c);
+    int k = __builtin_popcountll(h & nd), all = __builtin_popcountll(nd);
+    double w = total ? bar * (double)chunk_len(v, c) / (double)total
+                     : bar / (v->coll == BATON__COLL_BROADCAST ? 1 : v->n);
+    char col[8];
+    cell_colour((double)k / all, col);
+    int sent = 0;
+    for (int i = 0; i < p->nx; i++)
+      sent |= p->x[i].from == q && p->x[i].chunk == c;
+    fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='12' fill='%s' stroke='%s' "
+            "stroke-width='%s'><title>rank %d, chunk %d: %d of %d contributions%s</title>"
+            "</rect>\n", cx, y + 20, fmax(w, 1), col, sent ? "#000" : "#bbb",
+            sent ? "1.5" : "0.5", q, c, k, all, sent ? "; sent in this step" : "");
+    if (all > 1 && k > 0 && v->cw >= 11 && w >= 8)
+      fprintf(o, "<text x='%.1f' y='%.1f' class='cn'%s>%d</text>\n", cx + w / 2, y + 30,
+              (double)k / all > 0.5 ? " fill='white'" : "", k);
+    cx += w;
+  }
+  if (v->trace && p->t1[q] >= 0)
+    fprintf(o, "<text x='%.1f' y='%.1f' class='tm'%s>%.1f \xc2\xb5s</text>\n", v->cx[q],
+            y + 44, slowest ? " fill='#d7191c'" : "", (p->t1[q] - p->t0[q]) * 1e6);
+}
+
+static void draw_panel(FILE *o, const viz_t *v, int i) {
+  const panel_t *p = &v->p[i];
+  int slow = -1;
+  double worst = -1;
+  for (int q = 0; v->trace && q < v->n; q++)
+    if (p->t1[q] >= 0 && p->t1[q] - p->t0[q] > worst)
+      worst = p->t1[q] - p->t0[q], slow = q;
+  fprintf(o, "<rect width='%.0f' height='%.0f' fill='#fcfcfc' stroke='#ddd'/>\n", v->pw, v->ph);
+  fprintf(o, "<text x='10' y='20' class='ttl' fill='%s'>%s", phase_colour(p->phase),
+          phase_label(p->phase));
+  if (p->phase >= 0)
+    fprintf(o, " step %d", p->step);
+  if (slow >= 0)
+    fprintf(o, "</text><text x='10' y='36' class='sl'>slowest: rank %d, "
+            "%.1f \xc2\xb5s", slow, worst * 1e6);
+  fprintf(o, "</text>\n");
+  int label = p->nx <= 3 * v->n; /* beyond that the labels only hide the arrows */
+  for (int k = 0; k < p->nx; k++)
+    draw_arrow(o, v, &p->x[k], label);
+  for (int q = 0; q < v->n; q++)
+    draw_node(o, v, p, q, q == slow && v->n > 1);
+}
+
+static const char *style =
+    "<style>text{font-family:DejaVu Sans,Arial,sans-serif;font-size:11px}"
+    ".rk{text-anchor:middle;font-weight:bold}.cn{text-anchor:middle;font-size:9px}.sl{font-size:10px;fill:#d7191c}.tm{text-anchor:middle;font-size:10px}"
+    ".ttl,.tl{font-size:13px;font-weight:bold}.hd{font-size:15px;font-weight:bold}"
+    ".lab{text-anchor:middle;font-weight:bold;paint-order:stroke;stroke:#fff;"
+    "stroke-width:3px}</style>\n"
+    "<defs><marker id='hr' viewBox='0 0 10 10' refX='9' refY='5' markerWidth='6' "
+    "markerHeight='6' orient='auto'><path d='M0,0L10,5L0,10z' fill='#d95f02'/></marker>"
+    "<marker id='hc' viewBox='0 0 10 10' refX='9' refY='5' markerWidth='6' markerHeight='6' "
+    "orient='auto'><path d='M0,0L10,5L0,10z' fill='#1f78b4'/></marker></defs>\n";
+
+static void xml_text(FILE *o, const char *s) {
+  for (; *s; s++)
+    if (*s == '<')
+      fputs("&lt;", o);
+    else if (*s == '>')
+      fputs("&gt;", o);
+    else if (*s == '&')
+      fputs("&amp;", o);
+    else if (*s == '\'')
+      fputs("&apos;", o);
+    else
+      fputc(*s, o);
+}
+
+/* The title, the colour key and, for a trace, its source: 70 px high. */
+static void draw_header(FILE *o, const viz_t *v) {
+  fprintf(o, "<text x='10' y='22' class='hd'>%s \xc2\xb7 %s \xc2\xb7 N=%d",
+          baton__coll_name(v->coll), v->algo->name, v->n);
+  if (v->coll == BATON__COLL_BROADCAST)
+    fprintf(o, " \xc2\xb7 root %d", v->root);
+  if (v->count) {
+    size_t lo = chunk_len(v, v->n - 1), hi = chunk_len(v, 0);
+    fprintf(o, " \xc2\xb7 count %zu%s%s: chunks of %zu", v->count, v->dtype[0] ? " " : "",
+            v->dtype, hi);
+    if (lo != hi)
+      fprintf(o, " or %zu", lo);
+    fprintf(o, " elements");
+  }
+  fprintf(o, "</text>\n<g transform='translate(10,36)'>");
+  const double fr[] = {0, 0.25, 0.6, 0.85, 1};
+  const char *lab = !reduces(v) ? "chunk: absent / held"
+                                                     : "chunk: contributions held, few \xe2\x86\x92 all";
+  int x = 0;
+  for (int i = 0; i < 5; i++) {
+    char col[8];
+    cell_colour(fr[i], col);
+    if (!reduces(v) && i > 0 && i < 4)
+      continue;
+    fprintf(o, "<rect x='%d' y='0' width='14' height='12' fill='%s' stroke='#bbb'/>", x, col);
+    x += 16;
+  }
+  fprintf(o, "<text x='%d' y='10'>%s; black outline: sent in this step</text>"
+          "<path d='M530,6h30' stroke='#d95f02' stroke-width='2' marker-end='url(#hr)'/>"
+          "<text x='566' y='10'>receive and reduce</text>"
+          "<path d='M690,6h30' stroke='#1f78b4' stroke-width='2' marker-end='url(#hc)'/>"
+          "<text x='726' y='10'>receive and copy</text></g>\n", x + 6, lab);
+}
+
+/* Every step of every rank on one time axis: a late rank or a slow step
+ * is a long bar. */
+static double draw_timeline(FILE *o, const viz_t *v, double y, double width) {
+  double left = 60, w = width - left - 50, row = 14;
+  if (!v->trace || v->span <= 0)
+    return y;
+  fprintf(o, "<g transform='translate(0,%.0f)'><text x='10' y='12' class='tl'>", y);
+  xml_text(o, v->trace);
+  fprintf(o, ", collective %llu: %.1f \xc2\xb5s (axis: \xc2\xb5s from the first step's "
+          "start)</text>\n", v->seq, v->span * 1e6);
+  for (int q = 0; q < v->n; q++) {
+    double ry = 22 + q * row;
+    fprintf(o, "<text x='%.0f' y='%.1f' text-anchor='end'>rank %d</text>\n", left - 6,
+            ry + 10, q);
+    for (int i = 0; i < v->np; i++) {
+      const panel_t *p = &v->p[i];
+      if (p->t1[q] < 0)
+        continue;
+      double x0 = left + w * p->t0[q] / v->span, x1 = left + w * p->t1[q] / v->span;
+      fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.0f' fill='%s' "
+              "fill-opacity='%s' stroke='#fff' stroke-width='0.5'><title>rank %d %s step %d: "
+              "%.1f to %.1f \xc2\xb5s</title></rect>\n", x0, ry, fmax(x1 - x0, 0.8), row - 2,
+              phase_colour(p->phase), p->step % 2 ? "0.6" : "1", q, phase_label(p->phase),
+              p->step, p->t0[q] * 1e6, p->t1[q] * 1e6);
+    }
+  }
+  double ay = 22 + v->n * row + 4;
+  for (int t = 0; t <= 5; t++) {
+    double x = left + w * t / 5;
+    fprintf(o, "<path d='M%.1f,%.1fv4' stroke='#444'/><text x='%.1f' y='%.1f' "
+            "class='tm'>%.1f</text>\n", x, ay, x, ay + 15, v->span * 1e6 * t / 5);
+  }
+  fprintf(o, "</g>\n");
+  return y + ay + 26;
+}
+
+/* All panels on one page: a new row for each phase. */
+static void write_svg(FILE *o, const viz_t *v) {
+  int cols = (int)fmax(2, fmin(6, floor(2400 / v->pw)));
+  double x[2 * MAX_N + 2], y[2 * MAX_N + 2], gap = 10, top = 60;
+  double width = 0, height, tl = v->trace ? 22 + v->n * 14 + 52 : 0;
+  int col = 0, row = 0;
+  for (int i = 0; i < v->np; i++) {
+    if (col == cols || (i > 0 && v->p[i].phase != v->p[i - 1].phase && v->p[i].phase >= 0 &&
+                        col > 0))
+      col = 0, row++;
+    x[i] = 10 + col * (v->pw + gap);
+    y[i] = top + tl + row * (v->ph + gap);
+    width = fmax(width, x[i] + v->pw + 10);
+    col++;
+  }
+  width = fmax(width, 860);
+  height = top + tl + (row + 1) * (v->ph + gap) + 10;
+  fprintf(o, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' "
+          "viewBox='0 0 %.0f %.0f'>\n%s<rect width='100%%' height='100%%' fill='white'/>\n",
+          width, height, width, height, style);
+  draw_header(o, v);
+  draw_timeline(o, v, top, width);
+  for (int i = 0; i < v->np; i++) {
+    fprintf(o, "<g transform='translate(%.0f,%.0f)'>\n", x[i], y[i]);
+    draw_panel(o, v, i);
+    fprintf(o, "</g>\n");
+  }
+  fprintf(o, "</svg>\n");
+}
+
+/* One step at a time, with a slider, the arrow keys and a play button. */
+static void write_html(FILE *o, const viz_t *v) {
+  double width = fmax(v->pw + 20, 860), tl = v->trace ? 22 + v->n * 14 + 52 : 0;
+  fprintf(o, "<!DOCTYPE html>\n<html xmlns='http://www.w3.org/1999/xhtml'><head><meta charset='utf-8'/><title>baton-viz: %s %s "
+          "N=%d</title>\n<style>body{font-family:DejaVu Sans,Arial,sans-serif;margin:12px}"
+          ".p{display:none}.p.on{display:block}#ctl{margin:8px 10px}"
+          "#ctl input{width:%.0fpx;vertical-align:middle}#lbl{white-space:nowrap}</style></head><body>\n",
+          baton__coll_name(v->coll), v->algo->name, v->n, fmin(width - 320, 500));
+  fprintf(o, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f'>%s",
+          width, 60 + tl, style);
+  draw_header(o, v);
+  draw_timeline(o, v, 60, width);
+  fprintf(o, "</svg>\n<div id='ctl'><button id='play'>play</button> <input type='range' "
+          "id='s' min='0' max='%d' value='0'/> <span id='lbl'></span></div>\n", v->np - 1);
+  for (int i = 0; i < v->np; i++) {
+    fprintf(o, "<div class='p' data-name='%s%s%d'><svg xmlns='http://www.w3.org/2000/svg' "
+            "width='%.0f' height='%.0f'>\n", phase_label(v->p[i].phase),
+            v->p[i].phase >= 0 ? " step " : "", v->p[i].step, v->pw, v->ph);
+    draw_panel(o, v, i);
+    fprintf(o, "</svg></div>\n");
+  }
+  fprintf(o, "<script>\nconst ps=document.querySelectorAll('.p'),s=document.getElementById"
+          "('s'),l=document.getElementById('lbl');let timer=null;\nfunction show(i){ps.forEach"
+          "((p,j)=>p.classList.toggle('on',j==i));s.value=i;l.textContent=(+i+1)+' / '+ps."
+          "length+': '+ps[i].dataset.name.replace(/result.*/,'result');}\ns.oninput=()=>show("
+          "s.value);\ndocument.onkeydown=e=>{if(e.key=='ArrowRight')show(Math.min(ps.length-1,"
+          "+s.value+1));if(e.key=='ArrowLeft')show(Math.max(0,s.value-1));};\ndocument."
+          "getElementById('play').onclick=()=>{if(timer){clearInterval(timer);timer=null;"
+          "return;}timer=setInterval(()=>show((+s.value+1)%%ps.length),900);};\nshow(0);\n"
+          "</script></body></html>\n");
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void usage(FILE *f) {
+  int n;
+  const baton__algo_t *a = baton__algos(&n);
+  fprintf(f,
+          "usage: baton-viz -c COLL -a ALGO -n N [--count K] [--layout ring|tree] [-o FILE]\n"
+          "       baton-viz --trace 'trace.%%r' [--seq S] [-o FILE]\n"
+          "  -c, --coll COLL     allreduce, reduce_scatter, allgather or broadcast\n"
+          "  -a, --algo ALGO     the algorithm; default ring. Known:");
+  for (int i = 0; i < n; i++)
+    fprintf(f, " %s", a[i].name);
+  fprintf(f, "\n"
+          "  -n N                ranks, 1..%d\n"
+          "      --count K       elements of the call (allreduce: of the buffer;\n"
+          "                      others: per rank), to draw uneven chunks\n"
+          "      --root R        the root of broadcast (default 0)\n"
+          "      --layout L      ring (default for most) or tree\n"
+          "      --trace PATTERN draw a run traced with BATON_TRACE=PATTERN\n"
+          "      --seq S         which collective of the trace (default: the last)\n"
+          "  -o, --output FILE   default stdout; a .html name writes the page with a slider\n"
+          "      --html          write the page with a slider\n"
+          "      --list          the collectives and algorithms it can draw\n", MAX_N);
+}
+
+/* "COLL ALGO" for every pair the library can draw, one a line. */
+static void list(void) {
+  int n;
+  const baton__algo_t *a = baton__algos(&n);
+  for (int c = 0; c < BATON__COLL_COUNT; c++)
+    for (int i = 0; i < n; i++)
+      if (a[i].colls & (1u << c))
+        printf("%s %s\n", baton__coll_name((baton__coll_t)c), a[i].name);
+}
+
+static long parse_long(const char *s, const char *what, long lo, long hi) {
+  char *end;
+  long x = strtol(s, &end, 10);
+  if (end == s || *end || x < lo || x > hi)
+    die("%s \"%s\" is not a number in %ld..%ld", what, s, lo, hi);
+  return x;
+}
+
+int main(int argc, char **argv) {
+  static const struct option longopts[] = {
+      {"coll", required_argument, NULL, 'c'},   {"algo", required_argument, NULL, 'a'},
+      {"count", required_argument, NULL, 'k'},  {"layout", required_argument, NULL, 'l'},
+      {"trace", required_argument, NULL, 't'},  {"seq", required_argument, NULL, 's'},
+      {"output", required_argument, NULL, 'o'}, {"html", no_argument, NULL, 'H'},
+      {"help", no_argument, NULL, 'h'},         {"list", no_argument, NULL, 'L'},
+      {"root", required_argument, NULL, 'r'},
+      {NULL, 0, NULL, 0}};
+  viz_t v = {.coll = BATON__COLL_COUNT};
+  const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL;
+  int opt;
+  while ((opt = getopt_long(argc, argv, "c:a:n:o:h", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'c': coll = optarg; break;
+    case 'a': algo = optarg; break;
+    case 'n': v.n = (int)parse_long(optarg, "-n", 1, MAX_N); break;
+    case 'k': v.count = (size_t)parse_long(optarg, "--count", 0, 1L << 50); break;
+    case 'l': layout = optarg; break;
+    case 'r': v.root = (int)parse_long(optarg, "--root", 0, MAX_N - 1); break;
+    case 't': v.trace = optarg; break;
+    case 's': v.seq = (unsigned long long)parse_long(optarg, "--seq", 1, 1L << 62); break;
+    case 'o': out = optarg; break;
+    case 'H': v.html = 1; break;
+    case 'h': usage(stdout); return 0;
+    case 'L': list(); return 0;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc)
+    die("unexpected argument \"%s\"", argv[optind]);
+  if (layout && strcmp(layout, "ring") && strcmp(layout, "tree"))
+    die("--layout \"%s\": expected ring or tree", layout);
+  if (v.trace) {
+    load_trace(&v);
+  } else {
+    if (!coll || !v.n)
+      die("say which collective and how many ranks, e.g. -c allreduce -n 4 (or --trace)");
+    if ((v.coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
+      die("--coll \"%s\": expected allreduce, reduce_scatter, allgather or broadcast", coll);
+    if (v.root >= v.n)
+      die("--root %d is not a rank of %d", v.root, v.n);
+    if (!(v.algo = baton__algo_find(algo)))
+      die("--algo \"%s\" is not an algorithm of this baton (see --help)", algo);
+    if (!(v.algo->colls & (1u << v.coll)))
+      die("algorithm %s does not do %s", algo, coll);
+    build_panels(&v);
+  }
+  v.tree = layout ? !strcmp(layout, "tree") : !strcmp(v.algo->layout, "tree");
+  geometry(&v);
+  size_t olen = out ? strlen(out) : 0;
+  v.html |= olen > 5 && !strcmp(out + olen - 5, ".html");
+  FILE *o = out ? fopen(out, "w") : stdout;
+  if (!o)
+    die("cannot create %s: %m", out);
+  if (v.html)
+    write_html(o, &v);
+  else
+    write_svg(o, &v);
+  if (ferror(o) || (out && fclose(o) != 0))
+    die("writing %s failed", out ? out : "stdout");
+  return 0;
+}
