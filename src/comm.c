@@ -217,7 +217,7 @@ typedef struct {
 static int read_identity(baton_comm_t *c, const given_t *given, char *host, size_t hostlen,
                          int *port, char *err, size_t errlen) {
   int rc = baton__params_load(&c->params, err, errlen);
-  if (rc)
+  if (rc || (!given && (rc = baton__launch_env(&c->params, err, errlen))))
     return rc;
   if (given) {
     c->params.rank = given->rank;

@@ -67,11 +67,25 @@ typedef struct {
   char socket_ifname[256]; /* BATON_SOCKET_IFNAME, "" when unset */
   int nsocks;              /* BATON_NSOCKS */
   char trace[256];         /* BATON_TRACE, "" when unset */
+  /* Not knobs: filled by baton__launch_env (launch_env.c). */
+  char launcher[96];       /* where rank and size came from, e.g. "torchrun (RANK, WORLD_SIZE)" */
+  char addr_from[80];      /* where addr came from, e.g. "MASTER_ADDR:MASTER_PORT" */
+  int local_rank;          /* rank on this host; -1: the launcher did not say */
+  int local_size;          /* ranks on this host; -1: the launcher did not say */
 } baton__params_t;
 
 /* Parses every knob from the environment. On a bad value returns
  * BATON_EUSAGE with err naming the variable, the value and the range. */
 int baton__params_load(baton__params_t *p, char *err, size_t errlen);
+
+/* ----------------------------------------------------------- launch_env.c */
+
+/* After baton__params_load: rank, size and rendezvous address from the
+ * launcher's variables where BATON_* leave them unset (torchrun, Open MPI,
+ * MPICH Hydra, Slurm; BATON_ADDR or MASTER_ADDR:MASTER_PORT), and the local
+ * rank and size. For baton_comm_init only: a launcher without an address is
+ * an error there, as is a missing rank or size. */
+int baton__launch_env(baton__params_t *p, char *err, size_t errlen);
 
 /* ------------------------------------------------------------- reduce.c */
 

@@ -9,9 +9,12 @@
 # any failed.
 #
 # The tests: the unit tests (test_reduce, test_store, test_schedule,
-# test_model, test_launcher.sh) when present; test_fault (a peer that dies or
-# stalls); test_install.sh and test_readme.sh; test_trace (BATON_TRACE's
-# lines) and test_viz.sh (baton-viz and baton-model); test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
+# test_model, test_launcher.sh) when present; test_launcher_hosts.sh and
+# test_launch_env.sh (torchrun, mpirun, Hydra and Slurm variables);
+# test_cluster_net.sh (the emulated cluster; it skips, saying why, when not
+# root); test_fault (a peer that dies or stalls); test_install.sh and
+# test_readme.sh; test_trace (BATON_TRACE's lines) and test_viz.sh (baton-viz
+# and baton-model); test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
 # cores), each also through the ring with 256-byte segments, and once with
 # the flat algorithm for every size; test_api at 1 and 2 ranks; the training
 # example and the Python binding (tests/test_python.py, test_train.py, which
@@ -99,6 +102,13 @@ if [ -f tests/test_launcher.sh ]; then
   run "test_launcher.sh" 1 env BATON_RUN="$BUILD/bin/baton-run" \
     bash tests/test_launcher.sh
 fi
+
+# baton-run's options for many hosts, with `env` as the per-host command.
+run "test_launcher_hosts.sh" 1 env BATON_RUN="$BUILD/bin/baton-run" bash tests/test_launcher_hosts.sh
+# baton_comm_init under torchrun's, Open MPI's, Hydra's and Slurm's variables.
+run "test_launch_env.sh" 1 env BUILD="$BUILD" bash tests/test_launch_env.sh
+# The emulated cluster (scripts/cluster.sh); says why it skips when not root.
+run "test_cluster_net.sh" 1 env BUILD="$BUILD" bash tests/test_cluster_net.sh
 
 # N = 8 is more ranks than this machine usually has cores: oversubscription.
 for n in 1 2 3 4 5 8; do
@@ -210,6 +220,8 @@ else
       run "asan test_api -n $n" 1 "$SAN_BUILD/bin/baton-run" -n "$n" \
         "$SAN_BUILD/tests/test_api"
     done
+    # Parsing the launchers' variables, malformed ones included.
+    run "asan test_launch_env.sh" 1 env BUILD="$SAN_BUILD" bash tests/test_launch_env.sh
     unset ASAN_OPTIONS UBSAN_OPTIONS
   fi
 fi

@@ -8,15 +8,8 @@
 # shellcheck disable=SC2016
 set -u
 R=${BATON_RUN:-build/bin/baton-run}
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-# expect NAME GOT WANT
-expect() { if [ "$2" = "$3" ]; then ok; else bad "$1: got [$2], want [$3]"; fi; }
+# shellcheck source=tests/shlib.sh
+. "$(dirname "$0")/shlib.sh"
 # expect_match NAME TEXT REGEX
 expect_match() { if printf '%s' "$2" | grep -Eq -- "$3"; then ok; else bad "$1: [$2] does not match /$3/"; fi; }
 now() { date +%s.%N; }
@@ -135,5 +128,4 @@ out=$(timeout 20 "$R" --help)
 expect "--help: status" $? 0
 expect_match "--help: text" "$out" '^usage: baton-run -n N'
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

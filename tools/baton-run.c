@@ -2,11 +2,19 @@
  * baton-run - starts N ranks of a program on this host.
  *
  *   baton-run -n N [--tag-output] [--timeout S] [--] prog [args...]
+ *   baton-run -n N --ppn P --host-cmd CMD [--addr HOST[:PORT]] ... prog ...
  *
  * Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE
  * and BATON_ADDR=127.0.0.1:PORT, where PORT was free a moment before the
  * ranks start; rank 0 serves the rendezvous store there. The launcher holds
  * no collective logic and uses no library code.
+ *
+ * The second form spreads the ranks over hosts: rank r runs on host r / P
+ * through the command prefix CMD with %h replaced by the host's index (for
+ * the emulated cluster, "ip netns exec baton-h%h"; it could as well be an
+ * ssh command), and BATON_ADDR names HOST, which must be host 0's address.
+ * The prefix must exec the program in the end, so that signals still reach
+ * it; everything else (output, failures, signals) works as on one host.
  *
  * The ranks share one process group of their own, so that a signal reaches
  * everything they started, and nothing is left behind. Only rank 0 reads the
@@ -50,8 +58,17 @@ typedef struct {
   size_t len, cap;
 } stream_t;
 
+/* Where the ranks run: rank r on host r / ppn, started through host_cmd
+ * with %h replaced by the host index. */
+typedef struct {
+  int ppn;              /* ranks per host; 0: all on this host */
+  const char *host_cmd; /* command prefix; NULL: run the program directly */
+  const char *addr;     /* rendezvous host[:port]; NULL: 127.0.0.1 */
+} hosts_t;
+
 typedef struct {
   int n, tag;
+  hosts_t hosts;
   double timeout_s;   /* 0: no limit */
   char **argv;        /* the program and its arguments */
   pid_t *pids;        /* 0 once reaped */
@@ -74,6 +91,10 @@ static void usage(FILE *f) {
           "  -n N           number of ranks, 1..%d\n"
           "  --tag-output   prefix each line of rank r's stdout and stderr with \"[r] \"\n"
           "  --timeout S    stop the ranks after S seconds and exit 124\n"
+          "  --ppn P        ranks per host: rank r runs on host r/P (default: all on one)\n"
+          "  --host-cmd CMD run each rank through CMD, words split at spaces, %%h the\n"
+          "                 host index, %%%% a %% (e.g. \"ip netns exec baton-h%%h\")\n"
+          "  --addr H[:P]   rendezvous address (host 0's), port picked when left out\n"
           "  --help         this text\n"
           "Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE\n"
           "and BATON_ADDR=127.0.0.1:PORT in its environment.\n",
@@ -98,10 +119,39 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* --ppn, --host-cmd and --addr; returns 0 when c is none of them. */
+static int parse_hosts_option(int c, const char *arg, hosts_t *h) {
+  char *end;
+  if (c == 'P') {
+    long v = strtol(arg, &end, 10);
+    if (*arg == '\0' || *end || v < 1 || v > MAX_RANKS)
+      die_usage("--ppn wants a number of ranks per host in 1..%d, not \"%s\"", MAX_RANKS, arg);
+    h->ppn = (int)v;
+  } else if (c == 'H') {
+    if (strspn(arg, " ") == strlen(arg))
+      die_usage("--host-cmd wants a command, not \"%s\"", arg);
+    h->host_cmd = arg;
+  } else if (c == 'A') {
+    const char *colon = arg[0] == '[' ? strstr(arg, "]:") : strrchr(arg, ':');
+    const char *port = colon ? colon + 1 + (arg[0] == '[') : NULL;
+    long v = port ? strtol(port, &end, 10) : 1;
+    if (*arg == '\0' || *arg == ':' || strlen(arg) > 200 || (port && (*port == '\0' || *end)) ||
+        v < 1 || v > 65535)
+      die_usage("--addr wants HOST or HOST:PORT (PORT in 1..65535), not \"%s\"", arg);
+    h->addr = arg;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
 static void parse_args(int argc, char **argv, job_t *job) {
   static const struct option longs[] = {{"tag-output", no_argument, NULL, 't'},
                                         {"timeout", required_argument, NULL, 'T'},
                                         {"help", no_argument, NULL, 'h'},
+                                        {"ppn", required_argument, NULL, 'P'},
+                                        {"host-cmd", required_argument, NULL, 'H'},
+                                        {"addr", required_argument, NULL, 'A'},
                                         {NULL, 0, NULL, 0}};
   char *end;
   int c;
@@ -120,6 +170,8 @@ static void parse_args(int argc, char **argv, job_t *job) {
     } else if (c == 'h') {
       usage(stdout);
       exit(0);
+    } else if (parse_hosts_option(c, optarg, &job->hosts)) {
+      continue;
     } else {
       die_usage("bad option");
     }
@@ -131,15 +183,15 @@ static void parse_args(int argc, char **argv, job_t *job) {
   job->argv = argv + optind;
 }
 
-/* A port on 127.0.0.1 that was free a moment ago. */
-static int pick_port(void) {
+/* A port on 127.0.0.1 (any: on every address) that was free a moment ago. */
+static int pick_port(int any) {
   struct sockaddr_in sa = {.sin_family = AF_INET};
   socklen_t len = sizeof sa;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_addr.s_addr = htonl(any ? INADDR_ANY : INADDR_LOOPBACK);
   if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
       getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-    fprintf(stderr, "baton-run: cannot find a free port on 127.0.0.1: %s\n", strerror(errno));
+    fprintf(stderr, "baton-run: cannot find a free port: %s\n", strerror(errno));
     exit(1);
   }
   close(fd);
@@ -150,6 +202,74 @@ static void set_env_int(const char *name, int v) {
   char s[16];
   snprintf(s, sizeof s, "%d", v);
   setenv(name, s, 1);
+}
+
+/* BATON_ADDR: --addr as given, or its host with a port that was free here
+ * (on another host it can only be hoped free; a fresh namespace has all),
+ * or 127.0.0.1 with a free port. */
+static void make_addr(const hosts_t *h, char *addr, size_t len) {
+  const char *a = h->addr;
+  if (!a)
+    snprintf(addr, len, "127.0.0.1:%d", pick_port(0));
+  else if (a[0] == '[' ? strstr(a, "]:") != NULL : strchr(a, ':') != NULL)
+    snprintf(addr, len, "%s", a);
+  else
+    snprintf(addr, len, "%s:%d", a, pick_port(1));
+}
+
+/* What the ranks exec first, for errors: the program, or --host-cmd's. */
+static const char *first_program(const job_t *job, char *buf, size_t len) {
+  const char *cmd = job->hosts.host_cmd;
+  if (!cmd)
+    return job->argv[0];
+  cmd += strspn(cmd, " ");
+  snprintf(buf, len, "%.*s", (int)strcspn(cmd, " "), cmd);
+  return buf;
+}
+
+/* In the child: the host-local rank and size. */
+static void set_local_env(const job_t *job, int rank) {
+  int ppn = job->hosts.ppn ? job->hosts.ppn : job->n;
+  int first = rank / ppn * ppn;
+  set_env_int("BATON_LOCAL_RANK", rank - first);
+  set_env_int("BATON_LOCAL_SIZE", job->n - first < ppn ? job->n - first : ppn);
+}
+
+/* In the child: execs the program, through --host-cmd when given, with
+ * every %h of it replaced by the rank's host (and %% by %). Returns only on
+ * failure. */
+static void exec_rank(const job_t *job, int rank) {
+  if (!job->hosts.host_cmd) {
+    execvp(job->argv[0], job->argv);
+    return;
+  }
+  int ppn = job->hosts.ppn ? job->hosts.ppn : job->n, nargs = 0, nwords = 0;
+  char host[16], *words = malloc(strlen(job->hosts.host_cmd) * 8 + 1);
+  snprintf(host, sizeof host, "%d", rank / ppn);
+  while (job->argv[nargs])
+    nargs++;
+  char **argv = calloc(strlen(job->hosts.host_cmd) + (size_t)nargs + 1, sizeof *argv);
+  if (!words || !argv)
+    return;
+  char *w = words;
+  for (const char *p = job->hosts.host_cmd; *p;) {
+    if (*p == ' ') {
+      p++;
+      continue;
+    }
+    argv[nwords++] = w;
+    for (; *p && *p != ' '; p++) {
+      if (p[0] == '%' && p[1] == 'h')
+        w += sprintf(w, "%s", host), p++;
+      else if (p[0] == '%' && p[1] == '%')
+        *w++ = *p++;
+      else
+        *w++ = *p;
+    }
+    *w++ = '\0';
+  }
+  memcpy(argv + nwords, job->argv, (size_t)nargs * sizeof *argv);
+  execvp(argv[0], argv);
 }
 
 /* In the child: environment, output pipes, then exec. On failure writes errno
@@ -170,10 +290,9 @@ static void child_exec(job_t *job, int rank, const char *addr, int out[2],
   }
   set_env_int("BATON_RANK", rank);
   set_env_int("BATON_SIZE", job->n);
-  set_env_int("BATON_LOCAL_RANK", rank);
-  set_env_int("BATON_LOCAL_SIZE", job->n);
+  set_local_env(job, rank);
   setenv("BATON_ADDR", addr, 1);
-  execvp(job->argv[0], job->argv);
+  exec_rank(job, rank);
 fail:;
   int e = errno;
   ssize_t w = write(report, &e, sizeof e);
@@ -444,18 +563,20 @@ static void setup(job_t *job) {
 
 int main(int argc, char **argv) {
   job_t job = {0};
-  char addr[32];
+  char addr[256];
 
   parse_args(argc, argv, &job);
   setup(&job);
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", pick_port());
+  make_addr(&job.hosts, addr, sizeof addr);
   for (int r = 0; r < job.n; r++) {
     int e = spawn(&job, r, addr);
     if (e == 0)
       continue;
     if (job.alive > 0 && job.pids[r] && waitpid(job.pids[r], NULL, 0) > 0)
       job.pids[r] = 0, job.alive--;
-    fprintf(stderr, "baton-run: cannot run \"%s\" (rank %d): %s\n", job.argv[0], r, strerror(e));
+    char prog[256];
+    fprintf(stderr, "baton-run: cannot run \"%s\" (rank %d): %s\n",
+            first_program(&job, prog, sizeof prog), r, strerror(e));
     usage(stderr);
     stop_all(&job);
     job.status = 2;
