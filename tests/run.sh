@@ -143,6 +143,10 @@ for mode in kill abort mismatch; do
   run "test_failure $mode 4 2 hosts x 2 ranks" 1 env BATON_TIMEOUT=20 TEST_HOSTS=2 \
     "$BUILD/tests/test_failure" "$mode" 4
 done
+# The correctness sweep across emulated hosts (network namespaces, TCP
+# between them): 4 hosts over TCP, and 2 hosts x 2 ranks. Skips, saying
+# why, without root or iproute2.
+run "test_cluster.sh" 1 env BUILD="$BUILD" bash tests/test_cluster.sh
 # The unique-id path (the program starts its own ranks) and baton_mpi.h
 # under a real mpirun.
 run "test_uniqueid 1" 1 "$BUILD/tests/test_uniqueid" 1
