@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench/tcp-targets.sh - issue 3's targets for baton's TCP transport, each
+# measured side by side with its yardstick in one run.
+#
+#   bench/tcp-targets.sh [--reps R] [--rate RATE]
+#
+# For H = 2, 4 and 8 emulated hosts (scripts/cluster.sh, one rank per host,
+# links of RATE each way, default 1gbit): iperf3's payload rate over one
+# link (host 1 -> host 0, 5 s), then baton's float32 sum allreduce at 8 B,
+# 512 KiB and 32 MiB (best of R runs of baton-bench -w 3 -n 10, default 3).
+# Prints busbw as a share of the iperf3 rate measured on the same cluster
+# and, at 32 MiB, busbw with 8 hosts against 2.
+# Needs root, iproute2, iperf3; run `make` first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS=3
+RATE=1gbit
+while [ $# -gt 0 ]; do
+  case $1 in
+  --reps) REPS=$2; shift 2 ;;
+  --rate) RATE=$2; shift 2 ;;
+  *) echo "usage: $0 [--reps R] [--rate RATE]" >&2; exit 2 ;;
+  esac
+done
+command -v iperf3 >/dev/null || { echo "tcp-targets.sh: needs iperf3 (apt-get install -y iperf3)" >&2; exit 1; }
+
+if [ "${1:-}" != "--inside" ] && [ -z "${CLUSTER_HOSTS:-}" ]; then
+  for h in 2 4 8; do
+    scripts/cluster.sh with "$h" --rate "$RATE" -- env REPS="$REPS" bash "$0"
+  done
+  exit 0
+fi
+
+# Inside `cluster.sh with H`.
+H=$CLUSTER_HOSTS
+scripts/cluster.sh exec 0 -- iperf3 -s -1 -D >/dev/null
+sleep 0.5
+mbit=$(scripts/cluster.sh exec 1 -- iperf3 -c 198.18.0.1 -t 5 -f m |
+  awk '/receiver/ {print $(NF-2)}')
+echo "== $H hosts at $RATE: iperf3 host 1 -> host 0: $mbit Mbit/s = $(awk -v m="$mbit" 'BEGIN {printf "%.1f", m / 8}') MB/s"
+best() { # size -> bytes and the best out-of-place time (us) of REPS runs
+  local size=$1 out t bytes=0 bt=1e30
+  for _ in $(seq "$REPS"); do
+    out=$(scripts/cluster.sh launch -n "$H" --ppn 1 -- build/bin/baton-bench -c allreduce \
+      -b "$size" -e "$size" -w 3 -n 10 2>/dev/null | awk '$1 ~ /^[0-9]+$/ {print $1, $6; exit}')
+    bytes=${out% *}
+    t=${out#* }
+    if awk -v a="$t" -v b="$bt" 'BEGIN {exit !(a < b)}'; then bt=$t; fi
+  done
+  echo "$bytes $bt"
+}
+for size in 8 512K 32M; do
+  read -r bytes t <<<"$(best "$size")"
+  # busbw = bytes * 2(N-1)/N / time, in MB/s
+  awk -v b="$bytes" -v t="$t" -v n="$H" -v m="$mbit" -v s="$size" 'BEGIN {
+    bw = b * 2 * (n - 1) / n / t; printf "baton allreduce %s on %d hosts: %.1f us, busbw %.1f MB/s = %.1f%% of iperf3\n", s, n, t, bw, 100 * bw / (m / 8) }'
+done
