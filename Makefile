@@ -21,6 +21,8 @@ endif
 WARN = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fPIC -pthread -Iinclude -Isrc $(SANFLAGS) $(CFLAGS)
 LDFLAGS_ALL = -pthread $(SANFLAGS) $(LDFLAGS)
+# OpenSSL's libcrypto (Debian: libssl-dev) for the HMAC of src/auth.c.
+LIBS = -lcrypto
 
 LIB_SRC = $(wildcard src/*.c src/coll/*.c src/transport/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -40,21 +42,21 @@ $(BUILD)/lib/libbaton.a: $(LIB_OBJ)
 
 $(BUILD)/lib/libbaton.so: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libbaton.so $(LDFLAGS_ALL) -o $@ $^ -lrt
+	$(CC) -shared -Wl,-soname,libbaton.so $(LDFLAGS_ALL) -o $@ $^ -lrt $(LIBS)
 
 # Tools, tests and examples link the static library so that they run from the
 # build tree without LD_LIBRARY_PATH.
 $(BUILD)/bin/%: tools/%.c $(wildcard tools/*.h) $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm $(LIBS)
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm $(LIBS)
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm $(LIBS)
 
 test: all
 	bash tests/run.sh

@@ -63,7 +63,8 @@ typedef enum {
   XX(ETIMEDOUT, -5, "timed out waiting for a peer")                            \
   XX(ENOMEM, -6, "out of memory")                                              \
   XX(EINTERNAL, -7, "internal error")                                          \
-  XX(EPROTO, -8, "malformed message from a peer")
+  XX(EPROTO, -8, "malformed message from a peer")                             \
+  XX(EAUTH, -9, "authentication failed: the job's secret differs or is missing")
 
 typedef enum {
   BATON_OK = 0,

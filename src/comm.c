@@ -140,6 +140,19 @@ static void log_ready(const baton_comm_t *c) {
              c->size, c->params.segment_bytes, ring);
 }
 
+/* The job's secret from BATON_SECRET; without one, rank 0 (which serves the
+ * store) says once per process that anyone may connect. */
+static int load_secret(baton_comm_t *c, const char *host, int port, char *err, size_t errlen) {
+  static int warned;
+  int rc = baton__secret_set(&c->secret, c->params.secret, err, errlen);
+  if (rc == BATON_OK && c->secret.len == 0 && c->rank == 0 && !warned) {
+    warned = 1;
+    BATON_WARN(INIT, "BATON_SECRET is not set: the store at %s:%d accepts any process that "
+               "connects; baton-run sets a secret for each job", host, port);
+  }
+  return rc;
+}
+
 int baton_comm_init(baton_comm_t **comm) {
   char *err = init_error, host[256];
   size_t errlen = sizeof init_error;
@@ -157,9 +170,13 @@ int baton_comm_init(baton_comm_t **comm) {
   }
   if ((rc = read_identity(c, host, sizeof host, &port, err, errlen)) != 0)
     goto fail;
-  if (c->rank == 0 && (rc = baton__store_serve(host, port, &c->server, err, errlen)) != 0)
+  if ((rc = load_secret(c, host, port, err, errlen)) != 0)
     goto fail;
-  if ((rc = baton__store_connect(host, port, c->params.timeout_s, &c->store, err, errlen)) != 0)
+  if (c->rank == 0 && (rc = baton__store_serve(host, port, &c->secret, c->params.timeout_s,
+                                               &c->server, err, errlen)) != 0)
+    goto fail;
+  if ((rc = baton__store_connect(host, port, c->params.timeout_s, &c->secret, &c->store, err,
+                                 errlen)) != 0)
     goto fail;
   if ((rc = check_one_host(c, err, errlen)) != 0 || (rc = alloc_tables(c, err, errlen)) != 0)
     goto fail;

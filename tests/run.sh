@@ -86,7 +86,7 @@ coll_at() {
 
 suite_start=$(now_ms)
 
-for unit in test_reduce test_store; do
+for unit in test_reduce test_store test_auth; do
   if [ -x "$BUILD/tests/$unit" ]; then
     run "$unit" 1 "$BUILD/tests/$unit"
   fi
@@ -122,7 +122,7 @@ else
   # The nested make must not inherit the outer make's jobserver.
   if run "make SAN=1" 0 env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
-    for unit in test_reduce test_store; do
+    for unit in test_reduce test_store test_auth; do
       if [ -x "$SAN_BUILD/tests/$unit" ]; then
         run "asan $unit" 1 "$SAN_BUILD/tests/$unit"
       fi

@@ -59,7 +59,7 @@ static void test_strerror(void) {
   }
   check(ok, "baton_strerror/baton_err_name: NULL, empty, duplicate, or not "
             "the text and name of BATON_ERRNO_MAP");
-  static const int unknown[] = {1, -9, -1000, 12345, INT32_MIN};
+  static const int unknown[] = {1, -99, -1000, 12345, INT32_MIN};
   for (int i = 0; i < 5; i++) {
     const char *s = baton_strerror(unknown[i]);
     const char *name = baton_err_name(unknown[i]);

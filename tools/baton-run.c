@@ -5,8 +5,10 @@
  *
  * Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE
  * and BATON_ADDR=127.0.0.1:PORT, where PORT was free a moment before the
- * ranks start; rank 0 serves the rendezvous store there. The launcher holds
- * no collective logic and uses no library code.
+ * ranks start; rank 0 serves the rendezvous store there. Unless BATON_SECRET
+ * is already set, the launcher makes a fresh random one for the job, so that
+ * only its own ranks can join. The launcher holds no collective logic and
+ * uses no library code.
  *
  * The ranks share one process group of their own, so that a signal reaches
  * everything they started, and nothing is left behind. Only rank 0 reads the
@@ -33,6 +35,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -76,7 +79,8 @@ static void usage(FILE *f) {
           "  --timeout S    stop the ranks after S seconds and exit 124\n"
           "  --help         this text\n"
           "Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE\n"
-          "and BATON_ADDR=127.0.0.1:PORT in its environment.\n",
+          "and BATON_ADDR=127.0.0.1:PORT in its environment, and BATON_SECRET, a fresh\n"
+          "random secret for the job unless BATON_SECRET is set already.\n",
           MAX_RANKS);
 }
 
@@ -144,6 +148,23 @@ static int pick_port(void) {
   }
   close(fd);
   return ntohs(sa.sin_port);
+}
+
+/* BATON_SECRET for the ranks: 32 random bytes as hex, unless the user set
+ * one (to let processes started elsewhere join). */
+static void make_secret(void) {
+  unsigned char key[32];
+  char hex[2 * sizeof key + 1];
+  const char *set = getenv("BATON_SECRET");
+  if (set && *set)
+    return;
+  if (getrandom(key, sizeof key, 0) != (ssize_t)sizeof key) {
+    fprintf(stderr, "baton-run: cannot make a secret for the job: %s\n", strerror(errno));
+    exit(1);
+  }
+  for (size_t i = 0; i < sizeof key; i++)
+    snprintf(hex + 2 * i, 3, "%02x", key[i]);
+  setenv("BATON_SECRET", hex, 1);
 }
 
 static void set_env_int(const char *name, int v) {
@@ -449,6 +470,7 @@ int main(int argc, char **argv) {
   parse_args(argc, argv, &job);
   setup(&job);
   snprintf(addr, sizeof addr, "127.0.0.1:%d", pick_port());
+  make_secret();
   for (int r = 0; r < job.n; r++) {
     int e = spawn(&job, r, addr);
     if (e == 0)
