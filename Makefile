@@ -3,6 +3,8 @@
 #   make test                 the whole test suite (see tests/run.sh)
 #   make install PREFIX=DIR   headers, libraries, pkg-config file and tools
 #   make SAN=1                the same with ASan+UBSan, into build-asan/
+#   make fuzz                 the libFuzzer targets of tests/fuzz/ (clang), into build-fuzz/
+#   make fuzz-run FUZZ_SECONDS=600   run each of them that long (the suite runs 20 s each)
 
 PREFIX ?= /usr/local
 CC ?= cc
@@ -73,7 +75,34 @@ install: all
 	install -m 755 $(BUILD)/bin/baton-run $(BUILD)/bin/baton-bench $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
 
-clean:
-	rm -rf build build-asan
+# ---------------------------------------------------------------- fuzzing
+# The library again, built by clang with coverage for libFuzzer and with
+# ASan+UBSan; one program per tests/fuzz/fuzz_*.c. A target may include the
+# source file it fuzzes; the archive then supplies only the rest.
+FUZZ_CC ?= clang
+FUZZ_BUILD = build-fuzz
+FUZZ_SECONDS ?= 20
+FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g $(WARN) -pthread -Iinclude -Isrc $(FUZZ_SAN)
+FUZZ_LIB_OBJ = $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZERS = $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))
 
-.PHONY: all test demo install clean
+$(FUZZ_BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_BUILD)/libbaton.a: $(FUZZ_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_BUILD)/libbaton.a $(wildcard src/*.c src/*.h)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< -o $@ $(FUZZ_BUILD)/libbaton.a -lrt -lm $(LIBS)
+
+fuzz: $(FUZZERS)
+
+fuzz-run: fuzz
+	bash tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+.PHONY: all test demo install clean fuzz fuzz-run

@@ -35,8 +35,7 @@ static const char *const type_names[AUTH_TYPE_COUNT] = {"?", "HELLO", "CHALLENGE
 
 static const char *const status_texts[AUTH_STATUS_COUNT] = {
     [AUTH_ACCEPTED] = "accepted",
-    [AUTH_BAD_PROOF] = "the proof does not match the secret: the two sides have different "
-                       "BATON_SECRET values",
+    [AUTH_BAD_PROOF] = "the proof does not match the secret: the secrets differ",
     [AUTH_NO_SECRET] = "the other side has no BATON_SECRET while this one has",
     [AUTH_SECRET_REQUIRED] = "a BATON_SECRET is required and this side sent no handshake",
     [AUTH_MALFORMED] = "the other side could not read our handshake",

@@ -21,6 +21,8 @@
 #   BUILD=build          the default build that `make` produced
 #   TEST_TIMEOUT=300     seconds one test invocation may run
 #   BATON_SKIP_SAN=1     skip the sanitizer pass
+#   BATON_SKIP_FUZZ=1    skip the fuzz pass
+#   FUZZ_SECONDS=20      how long each fuzz target runs
 set -u
 cd "$(dirname "$0")/.."
 
@@ -139,6 +141,21 @@ else
     done
     unset ASAN_OPTIONS UBSAN_OPTIONS
   fi
+fi
+
+# Fuzzing: each libFuzzer target of tests/fuzz/ (store server, store
+# client, handshake) for FUZZ_SECONDS from its committed corpus. It needs
+# clang and libclang-rt-14-dev, as the README's set-up line installs.
+if [ "${BATON_SKIP_FUZZ:-0}" = 1 ]; then
+  echo "SKIP            fuzz pass (BATON_SKIP_FUZZ=1)"
+elif ! command -v clang >/dev/null; then
+  echo "SKIP            fuzz pass: clang is not installed (apt-get install clang libclang-rt-14-dev)"
+  failed=$((failed + 1))
+  failures+=("fuzz pass: no clang")
+elif run "make fuzz" 0 env -u MAKEFLAGS -u MFLAGS make -j2 fuzz; then
+  for t in fuzz_store_server fuzz_store_client fuzz_auth; do
+    run "fuzz $t ${FUZZ_SECONDS:-20} s" 1 bash tests/fuzz/run.sh "${FUZZ_SECONDS:-20}" "$t"
+  done
 fi
 
 ms=$(($(now_ms) - suite_start))
