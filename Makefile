@@ -3,14 +3,20 @@
 #   make test                 the whole test suite (see tests/run.sh)
 #   make install PREFIX=DIR   headers, libraries, pkg-config file and tools
 #   make SAN=1                the same with ASan+UBSan, into build-asan/
+#   make TSAN=1               the same with ThreadSanitizer, into build-tsan/
 #   make fuzz                 the libFuzzer targets of tests/fuzz/ (clang), into build-fuzz/
 #   make fuzz-run FUZZ_SECONDS=600   run each of them that long (the suite runs 20 s each)
 
 PREFIX ?= /usr/local
 CC ?= cc
 SAN ?= 0
+TSAN ?= 0
 
-ifeq ($(SAN),1)
+ifeq ($(TSAN),1)
+  BUILD ?= build-tsan
+  SANFLAGS = -fsanitize=thread -fno-omit-frame-pointer
+  OPT = -O1 -g
+else ifeq ($(SAN),1)
   BUILD ?= build-asan
   SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
   OPT = -O1 -g
@@ -103,6 +109,6 @@ fuzz-run: fuzz
 	bash tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz
 
 .PHONY: all test demo install clean fuzz fuzz-run

@@ -142,6 +142,25 @@ static int xfer(req_t *q, int sending, void *buf, size_t len) {
   return BATON_OK;
 }
 
+/* The store turned us away with a handshake RESULT instead of a reply. */
+static int refused(req_t *q, const uint8_t *b) {
+  int status = baton__auth_result_status(b);
+  if (status < 0)
+    return 0;
+  return req_fail(q, BATON_EAUTH, "the store turned this process away",
+                  status == AUTH_SECRET_REQUIRED
+                      ? "it requires the job's secret and BATON_SECRET is not set here"
+                      : baton__auth_status_text((unsigned)status));
+}
+
+/* After a failed send: the store may have said why before it hung up. */
+static int send_failed(req_t *q, int rc) {
+  uint8_t b[STORE_HDR];
+  if (rc == BATON_EREMOTE && recv(q->st->fd, b, sizeof b, MSG_DONTWAIT) == STORE_HDR)
+    return refused(q, b) ? BATON_EAUTH : rc;
+  return rc;
+}
+
 /* Sends op with q->key and val, then reads the header of the reply `want`. */
 static int request(req_t *q, unsigned op, const void *val, uint32_t vlen,
                    unsigned want, baton__store_hdr_t *rh) {
@@ -155,18 +174,13 @@ static int request(req_t *q, unsigned op, const void *val, uint32_t vlen,
   baton__store_hdr_pack(buf, op, (uint32_t)klen, vlen);
   memcpy(buf + STORE_HDR, q->key, klen);
   if ((rc = xfer(q, 1, buf, STORE_HDR + klen)) != BATON_OK ||
-      (vlen && (rc = xfer(q, 1, (void *)val, vlen)) != BATON_OK) ||
-      (rc = xfer(q, 0, buf, STORE_HDR)) != BATON_OK)
+      (vlen && (rc = xfer(q, 1, (void *)val, vlen)) != BATON_OK))
+    return send_failed(q, rc);
+  if ((rc = xfer(q, 0, buf, STORE_HDR)) != BATON_OK)
     return rc;
-  if (baton__store_hdr_parse(buf, rh, why, sizeof why) != 0) {
-    int status = baton__auth_result_status(buf); /* the store wants a handshake */
-    if (status >= 0)
-      return req_fail(q, BATON_EAUTH, "the store turned this process away",
-                      status == AUTH_SECRET_REQUIRED
-                          ? "it requires the job's secret and BATON_SECRET is not set here"
-                          : baton__auth_status_text((unsigned)status));
-    return req_fail(q, BATON_EPROTO, "bad reply from the server", why);
-  }
+  if (baton__store_hdr_parse(buf, rh, why, sizeof why) != 0)
+    return refused(q, buf) ? BATON_EAUTH
+                           : req_fail(q, BATON_EPROTO, "bad reply from the server", why);
   if (rh->op != want) {
     snprintf(why, sizeof why, "%s instead of %s", baton__store_ops[rh->op].name,
              baton__store_ops[want].name);

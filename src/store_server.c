@@ -153,14 +153,20 @@ static void conn_reply(baton__store_server_t *srv, conn_t *c, unsigned op,
 }
 
 /* Tells a client why it is turned away (one try, never waiting) and drops
- * it with one WARN. */
+ * it with one WARN. What it sent and we did not read is read first: closing
+ * a socket with unread bytes resets the connection, and the reset could
+ * reach the client before our reason does. */
 static void conn_refuse(baton__store_server_t *srv, conn_t *c, const uint8_t *msg, size_t n,
                         const char *why) {
   char text[BATON__ERRLEN + 16];
+  uint8_t scratch[4096];
   if (n) {
     ssize_t w = send(c->fd, msg, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
   }
+  shutdown(c->fd, SHUT_WR);
+  for (int i = 0; i < 64 && recv(c->fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0; i++)
+    ;
   snprintf(text, sizeof text, "rejected: %s", why);
   conn_drop(srv, c, 1, text);
 }

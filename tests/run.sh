@@ -8,14 +8,18 @@
 # `N passed, M failed`, counting test invocations; the exit status is 1 if
 # any failed.
 #
-# The tests: the unit tests (test_reduce, test_store, test_launcher.sh) when
-# present; test_fault (a peer that dies or stalls); test_install.sh and
+# The tests: the unit tests (test_reduce, test_store, test_auth,
+# test_launcher.sh) when present; test_hostile (strangers at the store
+# port); test_fault (a peer that dies or stalls); test_install.sh and
 # test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
 # cores), each also through the ring with 256-byte segments, and once with
 # the flat algorithm for every size; test_api at 1 and 2 ranks. Then the
 # sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
 # the quick collective sweeps and the API test run again under ASan+UBSan
-# with leak detection.
+# with leak detection. A ThreadSanitizer pass (`make TSAN=1`, build-tsan/)
+# runs the threaded parts: test_store, test_auth, test_coll --quick at 2 and
+# 3 ranks, test_api, test_hostile and test_fault exit. Last, each fuzz target
+# of tests/fuzz/ runs for FUZZ_SECONDS.
 #
 # Environment:
 #   BUILD=build          the default build that `make` produced
@@ -113,6 +117,10 @@ done
 # A peer that vanishes or stalls: errors naming it, never a hang.
 run "test_fault exit" 1 env BATON_TIMEOUT=5 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" exit
 run "test_fault stall" 1 env BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" stall
+# Strangers at the store port (garbage, huge lengths, wrong or no secret,
+# a replayed handshake) while the job joins and runs: all turned away, the
+# job's results exact.
+run "test_hostile -n 3" 1 env BATON_TIMEOUT=10 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_hostile" 40
 # As a user would: install, build against the installed header with
 # pkg-config, run at 1..8 ranks. And the README's knob table is current.
 run "test_install.sh" 1 env BUILD="$BUILD" bash tests/test_install.sh
@@ -141,6 +149,23 @@ else
     done
     unset ASAN_OPTIONS UBSAN_OPTIONS
   fi
+fi
+
+# ThreadSanitizer over what runs threads: the store's server thread in the
+# unit tests, and beside the collectives of rank 0 in 2- and 3-rank jobs.
+if [ "${BATON_SKIP_SAN:-0}" != 1 ] &&
+   run "make TSAN=1" 0 env -u MAKEFLAGS -u MFLAGS make -j2 TSAN=1; then
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+  for unit in test_store test_auth; do
+    run "tsan $unit" 1 build-tsan/tests/$unit
+  done
+  for n in 2 3; do
+    run "tsan test_coll -n $n --quick" 1 build-tsan/bin/baton-run -n $n build-tsan/tests/test_coll --quick
+  done
+  run "tsan test_api -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_api
+  run "tsan test_hostile -n 2" 1 env BATON_TIMEOUT=10 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_hostile 10
+  run "tsan test_fault exit" 1 env BATON_TIMEOUT=5 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_fault exit
+  unset TSAN_OPTIONS
 fi
 
 # Fuzzing: each libFuzzer target of tests/fuzz/ (store server, store

@@ -13,6 +13,7 @@
 #include <sys/time.h>
 
 #include "auth.h"
+#include "hostile.h"
 #include "internal.h"
 #include "store.h"
 #include "unit.h"
@@ -81,35 +82,6 @@ static void test_pairs(void) {
 
 /* ------------------------------------------------------ against a store */
 
-static int raw_connect(const char *ip, int port) {
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  inet_pton(AF_INET, ip, &sa.sin_addr);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return -1;
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    close(fd);
-    return -1;
-  }
-  struct timeval tv = {10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
-
-/* Reads until EOF; the bytes go to buf (at most cap); -1 on a timeout. */
-static ssize_t read_to_eof(int fd, uint8_t *buf, size_t cap) {
-  size_t got = 0;
-  uint8_t scratch[256];
-  for (;;) {
-    ssize_t r = recv(fd, got < cap ? buf + got : scratch, got < cap ? cap - got : sizeof scratch, 0);
-    if (r == 0 || (r < 0 && errno == ECONNRESET))
-      return (ssize_t)got;
-    if (r < 0)
-      return -1;
-    got += got < cap ? (size_t)r : 0;
-  }
-}
-
 /* The store is still serving a client with the right secret. */
 static void still_serving(int port, const baton__secret_t *s, const char *what) {
   char err[BATON__ERRLEN] = "", buf[16] = "";
@@ -141,46 +113,6 @@ static void expect_connect_rc(int port, const char *text, int want, const char *
   printf("  connect with secret \"%s\": %s: %s\n", text, baton_err_name(rc), err);
 }
 
-/* A legitimate handshake done by hand, recording what the client sent. */
-static size_t record_handshake(int port, const baton__secret_t *s, uint8_t *sent) {
-  uint8_t out[AUTH_MSG_MAX], in[AUTH_MSG_MAX];
-  size_t outlen, blen, n = 0;
-  char err[BATON__ERRLEN] = "";
-  baton__auth_t a;
-  int fd = raw_connect(LOOP, port), rc = baton__auth_begin(&a, 0, s, out, &outlen, err, sizeof err);
-  while (rc == BATON_OK && fd >= 0 && !baton__auth_done(&a)) {
-    memcpy(sent + n, out, outlen);
-    n += outlen;
-    if (send(fd, out, outlen, MSG_NOSIGNAL) != (ssize_t)outlen ||
-        recv(fd, in, AUTH_HDR, MSG_WAITALL) != AUTH_HDR)
-      rc = BATON_EREMOTE;
-    else if ((rc = baton__auth_header(&a, in, &blen, out, &outlen, err, sizeof err)) == BATON_OK &&
-             (blen == 0 || recv(fd, in, blen, MSG_WAITALL) == (ssize_t)blen))
-      rc = baton__auth_body(&a, in, out, &outlen, err, sizeof err);
-  }
-  EXPECT_RC(rc, BATON_OK, err);
-  EXPECT(baton__auth_done(&a), "the recorded handshake should pass");
-  if (fd >= 0)
-    close(fd);
-  return n;
-}
-
-/* Sends bytes and expects the store to hang up, its last words a RESULT
- * with `status` (any words when status < 0). */
-static void expect_refused(int port, const char *what, const void *bytes, size_t n, int status) {
-  uint8_t reply[512];
-  int fd = raw_connect(LOOP, port);
-  EXPECT(fd >= 0, "%s: cannot connect", what);
-  if (fd < 0)
-    return;
-  EXPECT(send(fd, bytes, n, MSG_NOSIGNAL) == (ssize_t)n, "%s: send failed", what);
-  ssize_t got = read_to_eof(fd, reply, sizeof reply);
-  int last = got >= AUTH_HDR ? baton__auth_result_status(reply + got - AUTH_HDR) : -1;
-  EXPECT(got >= 0 && (status < 0 || last == status),
-         "%s: want RESULT %d and a hang-up, got %zd bytes (last status %d)", what, status, got, last);
-  close(fd);
-}
-
 /* Counts the lines of the store's log (fd 2, sent to a file meanwhile)
  * that contain needle. */
 static int log_fd = -1, saved_stderr = -1;
@@ -192,18 +124,27 @@ static void log_capture(void) {
   saved_stderr = dup(2);
   dup2(log_fd, 2);
 }
-static int log_release(const char *needle) {
-  char buf[65536];
-  fflush(stderr);
-  dup2(saved_stderr, 2);
-  close(saved_stderr);
-  ssize_t n = pread(log_fd, buf, sizeof buf - 1, 0);
-  close(log_fd);
+static int log_count(const char *needle, char *buf, size_t cap) {
+  ssize_t n = pread(log_fd, buf, cap - 1, 0);
   buf[n > 0 ? n : 0] = '\0';
-  fputs(buf, stderr); /* the lines still belong in the test's log */
   int count = 0;
   for (char *p = buf; (p = strstr(p, needle)); p++)
     count++;
+  return count;
+}
+/* The store's thread logs after its client has gone, so this waits (up to
+ * 10 s, against a hang) for `want` lines before it counts. */
+static int log_release(const char *needle, int want) {
+  static char buf[65536];
+  for (int i = 0; i < 1000 && log_count(needle, buf, sizeof buf) < want; i++)
+    nap(0.01);
+  nap(0.05); /* time for a line too many to show up */
+  int count = log_count(needle, buf, sizeof buf);
+  fflush(stderr);
+  dup2(saved_stderr, 2);
+  close(saved_stderr);
+  close(log_fd);
+  fputs(buf, stderr); /* the lines still belong in the test's log */
   return count;
 }
 
@@ -223,7 +164,7 @@ static void test_store(void) {
   expect_connect_rc(port, "not-the-job-secret", BATON_EAUTH, "secrets differ");
   expect_connect_rc(port, "", BATON_EAUTH, "BATON_SECRET is not set");
   expect_connect_rc(open_port, "the-job-secret", BATON_EAUTH, "has no BATON_SECRET");
-  int rejected = log_release("rejected");
+  int rejected = log_release("rejected", 3);
   EXPECT(rejected == 3, "want one WARN \"rejected\" line per refused client, got %d", rejected);
   int idler = raw_connect(LOOP, port);
 
