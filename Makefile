@@ -54,7 +54,7 @@ $(BUILD)/lib/libbaton.so: $(LIB_OBJ)
 
 # Tools, tests and examples link the static library so that they run from the
 # build tree without LD_LIBRARY_PATH.
-$(BUILD)/bin/%: tools/%.c $(wildcard tools/*.h) $(BUILD)/lib/libbaton.a
+$(BUILD)/bin/%: tools/%.c $(wildcard tools/*.h) tests/ref.h $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm $(LIBS)
 
