@@ -31,6 +31,10 @@
 #include "store.h"
 
 #define STORE_MAX_CONNS 8192
+/* Clients still in their handshake. Past this many the oldest is dropped,
+ * so that strangers who connect and say nothing cannot use up the file
+ * descriptors (or the slots) that the job's ranks need to join. */
+#define STORE_MAX_PENDING 512
 #define STORE_BUCKETS 4096 /* fixed: the store holds a few keys per rank */
 
 /* ------------------------------------------------------------- the table */
@@ -328,6 +332,24 @@ static void conn_start(baton__store_server_t *srv, conn_t *c) {
     conn_drop(srv, c, 1, why);
 }
 
+/* Drops the client that has waited longest in its handshake, if any. */
+static int drop_oldest_pending(baton__store_server_t *srv, const char *why) {
+  conn_t *oldest = NULL;
+  size_t pending = 0;
+  for (size_t i = 0; i < srv->nconns; i++) {
+    conn_t *c = &srv->conns[i];
+    if (c->dead || c->authed)
+      continue;
+    pending++;
+    if (!oldest || c->auth_deadline < oldest->auth_deadline)
+      oldest = c;
+  }
+  if (!oldest)
+    return -1;
+  conn_drop(srv, oldest, 1, why);
+  return (int)pending;
+}
+
 static void accept_all(baton__store_server_t *srv) {
   for (;;) {
     struct sockaddr_storage ss;
@@ -336,6 +358,10 @@ static void accept_all(baton__store_server_t *srv) {
     int fd = accept4(srv->lfd, (struct sockaddr *)&ss, &sl,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+      continue;
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) &&
+        drop_oldest_pending(srv, "rejected: out of file descriptors while it had not "
+                                 "finished its handshake") >= 0)
       continue;
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -356,6 +382,14 @@ static void accept_all(baton__store_server_t *srv) {
     c->fd = fd;
     baton__store_format_addr(c->peer, sizeof c->peer, host, atoi(serv));
     conn_start(srv, c);
+    if (!c->dead && !c->authed) {
+      size_t pending = 0;
+      for (size_t i = 0; i < srv->nconns; i++)
+        pending += !srv->conns[i].dead && !srv->conns[i].authed;
+      if (pending > STORE_MAX_PENDING)
+        drop_oldest_pending(srv, "rejected: too many clients waiting for a handshake; "
+                                 "this one waited longest");
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 
 #include "auth.h"
@@ -201,11 +202,50 @@ static void test_store(void) {
   baton__store_stop(open_srv);
 }
 
+/* Strangers who connect and say nothing, more than the store keeps
+ * waiting (512): the oldest are dropped, and a rank can still join. */
+static void test_crowd(void) {
+  enum { CROWD = 600, KEPT = 512 };
+  static int fds[CROWD];
+  baton__secret_t s = secret_of("the-job-secret");
+  baton__store_server_t *srv = NULL;
+  char err[BATON__ERRLEN] = "";
+  int port = free_port(), opened = 0;
+  struct rlimit lim; /* both ends of every connection live in this process */
+  getrlimit(RLIMIT_NOFILE, &lim);
+  if (lim.rlim_cur < 2 * CROWD + 64) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  if (lim.rlim_cur < 2 * CROWD + 64) {
+    printf("  skipped: the open file limit (%llu) is below %d\n",
+           (unsigned long long)lim.rlim_cur, 2 * CROWD + 64);
+    return;
+  }
+  EXPECT_RC(baton__store_serve(LOOP, port, &s, 60, &srv, err, sizeof err), BATON_OK, err);
+  if (!srv)
+    return;
+  log_capture();
+  for (int i = 0; i < CROWD; i++)
+    opened += (fds[i] = raw_connect(LOOP, port)) >= 0;
+  still_serving(port, &s, "a crowd of silent strangers");
+  int dropped = log_release("waited longest", opened + 1 - KEPT);
+  EXPECT(opened == CROWD, "could open only %d of %d connections", opened, CROWD);
+  EXPECT(dropped == opened + 1 - KEPT, "%d silent strangers and a rank: want %d dropped, got %d",
+         opened, opened + 1 - KEPT, dropped);
+  for (int i = 0; i < CROWD; i++)
+    if (fds[i] >= 0)
+      close(fds[i]);
+  baton__store_stop(srv);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   printf("handshakes on socket pairs:\n");
   test_pairs();
   printf("against a store (WARN lines are expected):\n");
   test_store();
+  printf("a crowd of silent strangers (WARN lines are expected):\n");
+  test_crowd();
   return unit_summary();
 }
