@@ -78,7 +78,7 @@ install: all
 	install -m 644 include/baton.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/lib/libbaton.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(BUILD)/lib/libbaton.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/bin/baton-run $(BUILD)/bin/baton-bench $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BUILD)/bin/baton-run $(BUILD)/bin/baton-bench $(BUILD)/bin/baton-soak $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
 
 # ---------------------------------------------------------------- fuzzing
