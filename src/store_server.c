@@ -332,8 +332,9 @@ static void conn_start(baton__store_server_t *srv, conn_t *c) {
     conn_drop(srv, c, 1, why);
 }
 
-/* Drops the client that has waited longest in its handshake, if any. */
-static int drop_oldest_pending(baton__store_server_t *srv, const char *why) {
+/* When more than `keep` clients are in their handshake, drops the one that
+ * has waited longest; 0 when it dropped one. */
+static int drop_oldest_pending(baton__store_server_t *srv, size_t keep, const char *why) {
   conn_t *oldest = NULL;
   size_t pending = 0;
   for (size_t i = 0; i < srv->nconns; i++) {
@@ -344,10 +345,10 @@ static int drop_oldest_pending(baton__store_server_t *srv, const char *why) {
     if (!oldest || c->auth_deadline < oldest->auth_deadline)
       oldest = c;
   }
-  if (!oldest)
+  if (pending <= keep)
     return -1;
   conn_drop(srv, oldest, 1, why);
-  return (int)pending;
+  return 0;
 }
 
 static void accept_all(baton__store_server_t *srv) {
@@ -360,8 +361,8 @@ static void accept_all(baton__store_server_t *srv) {
     if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
       continue;
     if (fd < 0 && (errno == EMFILE || errno == ENFILE) &&
-        drop_oldest_pending(srv, "rejected: out of file descriptors while it had not "
-                                 "finished its handshake") >= 0)
+        drop_oldest_pending(srv, 0, "rejected: out of file descriptors while it had not "
+                                    "finished its handshake") == 0)
       continue;
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -382,14 +383,8 @@ static void accept_all(baton__store_server_t *srv) {
     c->fd = fd;
     baton__store_format_addr(c->peer, sizeof c->peer, host, atoi(serv));
     conn_start(srv, c);
-    if (!c->dead && !c->authed) {
-      size_t pending = 0;
-      for (size_t i = 0; i < srv->nconns; i++)
-        pending += !srv->conns[i].dead && !srv->conns[i].authed;
-      if (pending > STORE_MAX_PENDING)
-        drop_oldest_pending(srv, "rejected: too many clients waiting for a handshake; "
-                                 "this one waited longest");
-    }
+    drop_oldest_pending(srv, STORE_MAX_PENDING, "rejected: too many clients waiting for a "
+                                                "handshake; this one waited longest");
   }
 }
 
@@ -512,7 +507,8 @@ int baton__store_serve(const char *host, int port, const baton__secret_t *secret
 
   *out = NULL;
   if (!host || port < 0 || port > 65535 || !secret || !(timeout_s > 0)) {
-    snprintf(err, errlen, "store: bad listen address (port %d)", port);
+    snprintf(err, errlen, "store: bad arguments (host %s, port %d, %s, timeout %g s)",
+             host ? host : "NULL", port, secret ? "a secret" : "no secret struct", timeout_s);
     return BATON_EINVAL;
   }
   if (!(srv = calloc(1, sizeof *srv)) || !(srv->pfds = malloc(2 * sizeof *srv->pfds))) {
