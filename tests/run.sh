@@ -10,7 +10,8 @@
 #
 # The tests: the unit tests (test_reduce, test_store, test_auth,
 # test_launcher.sh) when present; test_hostile (strangers at the store
-# port); test_fault (a peer that dies or stalls); a 3-second baton-soak;
+# port); test_secret.sh; test_fault (a peer that dies or stalls); a
+# 3-second baton-soak;
 # test_install.sh and test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8
 # ranks (8 oversubscribes the cores), each also through the ring with
 # 256-byte segments, and once with the flat algorithm for every size;
@@ -122,6 +123,8 @@ run "test_fault stall" 1 env BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 "$BUILD
 # a replayed handshake) while the job joins and runs: all turned away, the
 # job's results exact.
 run "test_hostile -n 3" 1 env BATON_TIMEOUT=10 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_hostile" 40
+# Where the secret comes from: baton-run, the user, or nowhere (one WARN).
+run "test_secret.sh" 1 env BUILD="$BUILD" bash tests/test_secret.sh
 # A short soak: random collectives against the reference for a few seconds.
 run "baton-soak -n 3 --seconds 3" 0 "$BUILD/bin/baton-run" -n 3 "$BUILD/bin/baton-soak" --seconds 3
 # As a user would: install, build against the installed header with
