@@ -9,19 +9,18 @@
 # any failed.
 #
 # The tests: the unit tests (test_reduce, test_store, test_auth,
-# test_launcher.sh) when present; test_hostile (strangers at the store
-# port); test_secret.sh; test_fault (a peer that dies or stalls); a
-# 3-second baton-soak;
-# test_install.sh and test_readme.sh; test_coll at 1, 2, 3, 4, 5 and 8
-# ranks (8 oversubscribes the cores), each also through the ring with
-# 256-byte segments, and once with the flat algorithm for every size;
-# test_api at 1 and 2 ranks. Then the sanitizer pass: `make SAN=1` builds
-# into build-asan/, and the unit tests, the quick collective sweeps, the
-# API test and test_hostile run again under ASan+UBSan with leak detection. A
-# ThreadSanitizer pass (`make TSAN=1`, build-tsan/) runs the threaded parts:
-# test_store, test_auth, test_coll --quick at 2 and 3 ranks, test_api,
-# test_hostile and test_fault exit. Last, each fuzz target of tests/fuzz/
-# runs for FUZZ_SECONDS.
+# test_launcher.sh) when present; test_coll at 1, 2, 3, 4, 5 and 8 ranks (8
+# oversubscribes the cores), each also through the ring with 256-byte
+# segments, and once with the flat algorithm for every size; test_api at 1
+# and 2 ranks; test_fault (a peer that dies or stalls); test_hostile
+# (strangers at the store port); test_secret.sh; a 3-second baton-soak;
+# test_install.sh and test_readme.sh. Then the sanitizer pass: `make SAN=1`
+# builds into build-asan/, and the unit tests, the quick collective sweeps,
+# the API test and test_hostile run again under ASan+UBSan with leak
+# detection. A ThreadSanitizer pass (`make TSAN=1`, build-tsan/) runs the
+# threaded parts: test_store, test_auth, test_coll --quick at 2 and 3 ranks,
+# test_api, test_hostile and test_fault exit. Last, each fuzz target of
+# tests/fuzz/ runs for FUZZ_SECONDS.
 #
 # Environment:
 #   BUILD=build          the default build that `make` produced
