@@ -90,6 +90,9 @@ const char *baton_op_name(baton_op_t op);
  * baton-run sets them. Blocks until all BATON_SIZE ranks have joined or
  * BATON_TIMEOUT seconds have passed. On failure *comm is set to NULL and the
  * reason is logged at WARN; call baton_last_init_error() for the text.
+ * Every rank must have the job's BATON_SECRET (baton-run makes one per job):
+ * a process whose secret differs, or that has none while the job has one,
+ * gets BATON_EAUTH and the job goes on without it.
  */
 int baton_comm_init(baton_comm_t **comm);
 /* The text of the last failed baton_comm_init() in this process. */
