@@ -30,8 +30,10 @@ HELLO, CHALLENGE, PROOF, RESULT = 1, 2, 3, 4
 seeds = {
     "fuzz_store_server": {
         "set_get": bytes([0]) + chunks((0, store(SET, b"k", b"v") + store(GET, b"k"))),
-        "parked": bytes([2]) + chunks((0, store(GET, b"late")), (1, store(SET, b"late", b"x" * 40))),
-        "three": bytes([4]) + chunks((0, store(GET, b"a")), (1, store(GET, b"a")), (2, store(SET, b"a", b""))),
+        "parked": bytes([4]) + chunks((0, store(GET, b"late")), (1, store(SET, b"late", b"x" * 40))),
+        "three": bytes([8]) + chunks((0, store(GET, b"a")), (1, store(GET, b"a")), (2, store(SET, b"a", b""))),
+        "authed": bytes([3]) + chunks((0, store(SET, b"k", b"v") + store(GET, b"k"))),
+        "authed_parked": bytes([7]) + chunks((0, store(GET, b"p")), (1, store(SET, b"p", b"q"))),
         "hello": bytes([1]) + chunks((0, auth(HELLO, body=bytes(32)) + auth(PROOF, body=bytes(32)))),
         "no_handshake": bytes([1]) + chunks((0, store(GET, b"k"))),
     },
