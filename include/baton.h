@@ -95,6 +95,25 @@ const char *baton_op_name(baton_op_t op);
  * gets BATON_EAUTH and the job goes on without it.
  */
 int baton_comm_init(baton_comm_t **comm);
+
+/*
+ * For programs that start their processes themselves and can pass bytes
+ * around (as with NCCL's unique id): one process calls baton_get_unique_id,
+ * which starts the rendezvous store in that process, and sends the id to
+ * every rank; each rank then calls baton_comm_init_rank with it. The store
+ * listens on BATON_ADDR when that is set, else on the interface named by
+ * BATON_SOCKET_IFNAME, else on the first non-loopback IPv4 interface that is
+ * up (127.0.0.1 when there is none), on a free port. Other knobs still come
+ * from the environment. The process that made the id must take part.
+ * Unless BATON_SECRET is set (then on every rank), the id's random nonce is
+ * the secret of the job: only processes that were given the id can join.
+ */
+#define BATON_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[BATON_UNIQUE_ID_BYTES];
+} baton_unique_id_t;
+int baton_get_unique_id(baton_unique_id_t *id);
+int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t *id, int rank);
 /* The text of the last failed baton_comm_init() in this process. */
 const char *baton_last_init_error(void);
 
@@ -133,6 +152,14 @@ int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
  */
 int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                     baton_dtype_t dtype, baton_comm_t *comm);
+
+/*
+ * root's sendbuf (count elements) lands in every rank's recvbuf. Only the
+ * root reads sendbuf (others may pass NULL). In place on the root when
+ * sendbuf == recvbuf. root outside [0, size) is BATON_EINVAL.
+ */
+int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                    baton_dtype_t dtype, int root, baton_comm_t *comm);
 
 /* Returns once every rank has entered the barrier. */
 int baton_barrier(baton_comm_t *comm);

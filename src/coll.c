@@ -5,6 +5,7 @@
  * Arguments are checked before any byte moves, so a bad call fails on the
  * rank that made it without touching the peers' sequence of collectives.
  */
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -37,7 +38,9 @@ typedef struct {
   size_t count, blocks;
   baton_dtype_t dtype;
   baton_op_t op;
+  int root; /* NO_ROOT for collectives without one */
 } call_t;
+#define NO_ROOT INT_MIN
 
 static int validate(baton_comm_t *comm, const call_t *c) {
   if (!comm) {
@@ -53,7 +56,11 @@ static int validate(baton_comm_t *comm, const call_t *c) {
   if (c->count > (size_t)PTRDIFF_MAX / es / c->blocks)
     return baton__fail(comm, BATON_EINVAL, "%s: count %zu of %s overflows the address space",
                        c->name, c->count, dtype_names[c->dtype]);
-  if (c->count > 0 && !c->sendbuf)
+  if (c->root != NO_ROOT && (c->root < 0 || c->root >= comm->size))
+    return baton__fail(comm, BATON_EINVAL, "%s: root %d is not a rank of this communicator "
+                       "(size %d)", c->name, c->root, comm->size);
+  int reads_send = c->root == NO_ROOT || c->root == comm->rank;
+  if (c->count > 0 && !c->sendbuf && reads_send)
     return baton__fail(comm, BATON_EINVAL, "%s: sendbuf is NULL with count %zu", c->name,
                        c->count);
   if (c->count > 0 && !c->recvbuf)
@@ -78,16 +85,20 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
     return BATON_OK;
   }
   baton__exec_args_t a = {.in = c->sendbuf, .out = c->recvbuf, .elsize = es,
-                          .dtype = c->dtype, .op = c->op == BATON_OP_COUNT ? BATON_SUM : c->op};
+                          .dtype = c->dtype, .op = c->op == BATON_OP_COUNT ? BATON_SUM : c->op,
+                          .root = c->root};
   if (flat)
     return baton__flat_run(comm, coll, c->count, &a);
-  baton__ring_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order);
+  if (coll == BATON__COLL_BROADCAST)
+    baton__chain_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order, c->root);
+  else
+    baton__ring_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order);
   return baton__exec(comm, &a);
 }
 
 int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
                     baton_op_t op, baton_comm_t *comm) {
-  call_t c = {"allreduce", sendbuf, recvbuf, count, 1, dtype, op};
+  call_t c = {"allreduce", sendbuf, recvbuf, count, 1, dtype, op, NO_ROOT};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -101,7 +112,7 @@ int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtyp
 int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                          baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm) {
   call_t c = {"reduce_scatter", sendbuf, recvbuf, recvcount, comm ? (size_t)comm->size : 1,
-              dtype, op};
+              dtype, op, NO_ROOT};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -116,7 +127,7 @@ int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
                     baton_comm_t *comm) {
   call_t c = {"allgather", sendbuf, recvbuf, sendcount, comm ? (size_t)comm->size : 1,
-              dtype, BATON_OP_COUNT};
+              dtype, BATON_OP_COUNT, NO_ROOT};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -128,6 +139,39 @@ int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_
   return run(comm, &c, BATON__COLL_ALLGATHER);
 }
 
+int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                    int root, baton_comm_t *comm) {
+  call_t c = {"broadcast", sendbuf, recvbuf, count, 1, dtype, BATON_OP_COUNT, root};
+  int rc = validate(comm, &c);
+  if (rc)
+    return rc;
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = comm->out_off[r] = 0;
+    comm->len[r] = r == root ? count : 0;
+  }
+  if (comm->rank != root)
+    c.sendbuf = c.recvbuf; /* only the root's input is read */
+  return run(comm, &c, BATON__COLL_BROADCAST);
+}
+
+/* Without shared memory between all ranks the barrier is a ring allgather
+ * of one byte per rank: after its N-1 steps every rank has heard, through
+ * the chain, from every other. */
+static int ring_barrier(baton_comm_t *comm) {
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
+    comm->out_off[r] = (size_t)r;
+    comm->len[r] = 1;
+  }
+  comm->scratch[comm->rank] = 1;
+  baton__exec_args_t a = {.in = (const char *)comm->scratch + comm->rank,
+                          .out = (char *)comm->scratch, .elsize = 1,
+                          .dtype = BATON_UINT8, .op = BATON_SUM};
+  baton__ring_schedule(&comm->sched, BATON__COLL_ALLGATHER, comm->rank, comm->size, comm->order);
+  comm->sched.algo = "ring";
+  return baton__exec(comm, &a);
+}
+
 int baton_barrier(baton_comm_t *comm) {
   if (!comm) {
     BATON_WARN(COLL, "barrier: comm is NULL");
@@ -136,6 +180,8 @@ int baton_barrier(baton_comm_t *comm) {
   comm->seq++;
   if (comm->size == 1)
     return BATON_OK;
+  if (!comm->one_host || !comm->shm)
+    return ring_barrier(comm);
   char why[256] = "";
   int rc = baton__shm_arrive(comm->shm, ++comm->shm_calls, comm->params.timeout_s, why,
                              sizeof why);

@@ -2,11 +2,13 @@
  * comm.c - creating and destroying a communicator.
  *
  * baton_comm_init reads the knobs, meets the other ranks through the store
- * that rank 0 serves at BATON_ADDR, checks that they share this host,
- * chooses the ring and sets up the shared-memory transport. Everything a
+ * that rank 0 serves at BATON_ADDR, learns which ranks share a host,
+ * chooses a ring that visits each host's ranks together and connects the
+ * ring: shared memory inside a host, TCP between hosts. Everything a
  * collective needs later (schedule, chunk layout, channels) is allocated
  * here, once.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "store.h"
 
 static char init_error[BATON__ERRLEN];
 
@@ -29,20 +32,22 @@ int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...) {
 }
 
 baton__conn_t *baton__conn_to(baton_comm_t *comm, int peer) {
-  baton__conn_t *c = baton__shm_send_conn(comm->shm);
-  return c->peer == peer ? c : NULL;
+  return peer >= 0 && peer < comm->size ? comm->to[peer] : NULL;
 }
 
 baton__conn_t *baton__conn_from(baton_comm_t *comm, int peer) {
-  baton__conn_t *c = baton__shm_recv_conn(comm->shm);
-  return c->peer == peer ? c : NULL;
+  return peer >= 0 && peer < comm->size ? comm->from[peer] : NULL;
 }
 
 /* Ranks share memory when they run under one kernel (boot id) in one
- * network namespace; the host name is there for people. */
-static void host_identity(char *buf, size_t len) {
+ * network namespace, unless BATON_HOSTID says otherwise. */
+static void host_identity(const baton__params_t *p, char *buf, size_t len) {
   char host[64] = "?", boot[40] = "?";
   gethostname(host, sizeof host - 1);
+  if (p->hostid[0]) {
+    snprintf(buf, len, "%.60s\n%.60s", p->hostid, p->hostid);
+    return;
+  }
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
   if (f) {
     if (!fgets(boot, sizeof boot, f))
@@ -52,35 +57,77 @@ static void host_identity(char *buf, size_t len) {
   }
   struct stat st;
   unsigned long netns = stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
-  snprintf(buf, len, "%s boot=%s netns=%lu", host, boot, netns);
+  /* The part after the newline is what people see. */
+  snprintf(buf, len, "boot=%s netns=%lu\n%s", boot, netns, host);
 }
 
-static int check_one_host(baton_comm_t *c, char *err, size_t errlen) {
-  char mine[160], theirs[160], key[32];
-  host_identity(mine, sizeof mine);
-  snprintf(key, sizeof key, "host.%d", c->rank);
-  int rc = baton__store_set(c->store, key, mine, strlen(mine) + 1, err, errlen);
+/* Publishes this rank's identity and reads everyone's: group[r] is the
+ * lowest rank that shares memory with r, hosts[r] a readable name (the host
+ * name, with the group when several groups share a host name). */
+static int learn_hosts(baton_comm_t *c, char *err, size_t errlen) {
+  char (*ids)[160] = calloc((size_t)c->size, sizeof *ids);
+  char key[32];
+  int rc = ids ? 0 : BATON_ENOMEM;
+  if (rc == 0) {
+    host_identity(&c->params, ids[c->rank], sizeof ids[0]);
+    snprintf(key, sizeof key, "host.%d", c->rank);
+    rc = baton__store_set(c->store, key, ids[c->rank], strlen(ids[c->rank]) + 1, err, errlen);
+  }
   for (int r = 0; r < c->size && rc == 0; r++) {
     size_t len = 0;
     snprintf(key, sizeof key, "host.%d", r);
-    rc = baton__store_get(c->store, key, theirs, sizeof theirs - 1, &len,
-                          c->params.timeout_s, err, errlen);
-    theirs[len < sizeof theirs ? len : sizeof theirs - 1] = '\0';
-    if (rc == 0 && strcmp(mine, theirs) != 0) {
-      snprintf(err, errlen, "rank %d runs on \"%s\" but rank %d on \"%s\": this version "
-               "of baton connects ranks through shared memory only, so all ranks "
-               "must share one host", r, theirs, c->rank, mine);
-      rc = BATON_EUSAGE;
-    }
+    rc = baton__store_get(c->store, key, ids[r], sizeof ids[r] - 1, &len, c->params.timeout_s,
+                          err, errlen);
+    ids[r][len < sizeof ids[r] ? len : sizeof ids[r] - 1] = '\0';
   }
+  for (int r = 0; r < c->size && rc == 0; r++) {
+    const char *name = strchr(ids[r], '\n');
+    snprintf(c->hosts[r], sizeof c->hosts[r], "%s", name ? name + 1 : ids[r]);
+    c->group[r] = r;
+    for (int q = 0; q < r; q++)
+      if (strcmp(ids[q], ids[r]) == 0) {
+        c->group[r] = c->group[q];
+        break;
+      }
+  }
+  for (int r = 0; r < c->size && rc == 0; r++)
+    for (int q = 0; q < c->size; q++)
+      if (c->group[q] != c->group[r] && strcmp(c->hosts[q], c->hosts[r]) == 0) {
+        char g[16];
+        snprintf(g, sizeof g, "#%d", c->group[r]);
+        size_t l = strlen(c->hosts[r]);
+        snprintf(c->hosts[r] + (l < 48 ? l : 48), 16, "%s", g);
+        break;
+      }
+  if (rc == BATON_ENOMEM)
+    snprintf(err, errlen, "out of memory");
+  free(ids);
   return rc;
 }
 
-static int read_identity(baton_comm_t *c, char *host, size_t hostlen, int *port,
-                         char *err, size_t errlen) {
+/* Where rank, size and the rendezvous come from when not from the
+ * environment (baton_comm_init_rank). */
+typedef struct {
+  int rank, size;
+  const char *addr;
+  const char *nonce; /* the unique id's, the secret when BATON_SECRET is unset */
+} given_t;
+
+static int read_identity(baton_comm_t *c, const given_t *given, char *host, size_t hostlen,
+                         int *port, char *err, size_t errlen) {
   int rc = baton__params_load(&c->params, err, errlen);
   if (rc)
     return rc;
+  if (given) {
+    c->params.rank = given->rank;
+    c->params.size = given->size;
+    snprintf(c->params.addr, sizeof c->params.addr, "%s", given->addr);
+    if (given->size < 1 || given->rank < 0) {
+      snprintf(err, errlen, "baton_comm_init_rank: size %d must be positive and rank %d "
+               "not negative", given->size, given->rank);
+      return BATON_EINVAL;
+    }
+  }
   const char *missing = c->params.rank < 0   ? "BATON_RANK"
                         : c->params.size < 0 ? "BATON_SIZE"
                         : !c->params.addr[0] ? "BATON_ADDR"
@@ -91,14 +138,20 @@ static int read_identity(baton_comm_t *c, char *host, size_t hostlen, int *port,
     return BATON_EUSAGE;
   }
   if (c->params.rank >= c->params.size) {
-    snprintf(err, errlen, "BATON_RANK=%d is not below BATON_SIZE=%d", c->params.rank,
-             c->params.size);
+    snprintf(err, errlen, "%s %d is not below %s %d", given ? "rank" : "BATON_RANK",
+             c->params.rank, given ? "size" : "BATON_SIZE", c->params.size);
+    return given ? BATON_EINVAL : BATON_EUSAGE;
+  }
+  if (strcmp(c->params.transport, "auto") != 0 && strcmp(c->params.transport, "tcp") != 0) {
+    snprintf(err, errlen, "BATON_TRANSPORT=\"%s\" is neither \"auto\" nor \"tcp\"",
+             c->params.transport);
     return BATON_EUSAGE;
   }
   c->rank = c->params.rank;
   c->size = c->params.size;
   baton__log_rank = c->rank;
-  return baton__parse_hostport(c->params.addr, "BATON_ADDR", host, hostlen, port, err, errlen);
+  return baton__parse_hostport(c->params.addr, given ? "the unique id's address" : "BATON_ADDR",
+                               host, hostlen, port, err, errlen);
 }
 
 static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
@@ -108,17 +161,22 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
   c->in_off = calloc(n, sizeof(size_t));
   c->out_off = calloc(n, sizeof(size_t));
   c->len = calloc(n, sizeof(size_t));
-  if (!c->order || !c->sched.steps || !c->in_off || !c->out_off || !c->len) {
+  c->hosts = calloc(n, sizeof *c->hosts);
+  c->group = calloc(n, sizeof *c->group);
+  c->to = calloc(n, sizeof *c->to);
+  c->from = calloc(n, sizeof *c->from);
+  c->scratch = calloc(2 * n, 1);
+  if (!c->order || !c->sched.steps || !c->in_off || !c->out_off || !c->len || !c->hosts ||
+      !c->group || !c->to || !c->from || !c->scratch) {
     snprintf(err, errlen, "out of memory for the tables of %d ranks", c->size);
     return BATON_ENOMEM;
   }
-  for (int r = 0; r < c->size; r++)
-    c->order[r] = r;
   return 0;
 }
 
 static void free_comm(baton_comm_t *c) {
   baton__shm_destroy(c->shm);
+  baton__tcp_destroy(c->tcp);
   if (c->store)
     baton__store_close(c->store);
   if (c->server)
@@ -128,23 +186,219 @@ static void free_comm(baton_comm_t *c) {
   free(c->in_off);
   free(c->out_off);
   free(c->len);
+  free(c->hosts);
+  free(c->group);
+  free(c->to);
+  free(c->from);
+  free(c->scratch);
   free(c);
 }
 
-static void log_ready(const baton_comm_t *c) {
-  char ring[256];
-  size_t off = 0;
-  for (int i = 0; i < c->size && off < sizeof ring - 16; i++)
-    off += (size_t)snprintf(ring + off, sizeof ring - off, "%s%d", i ? " -> " : "", c->order[i]);
-  BATON_INFO(INIT, "rank %d of %d ready: transport shm, segment %zu bytes, ring %s", c->rank,
-             c->size, c->params.segment_bytes, ring);
+/* The ring visits the ranks of each host consecutively (hosts in order of
+ * their lowest rank, ranks ascending inside a host), so it crosses every
+ * host boundary once in each direction whatever the rank numbering. */
+static void choose_ring(baton_comm_t *c) {
+  int n = 0;
+  for (int g = 0; g < c->size; g++)
+    for (int r = 0; r < c->size; r++)
+      if (c->group[r] == g)
+        c->order[n++] = r;
 }
 
-/* The job's secret from BATON_SECRET; without one, rank 0 (which serves the
- * store) says once per process that anyone may connect. */
-static int load_secret(baton_comm_t *c, const char *host, int port, char *err, size_t errlen) {
+static int share_id(baton_comm_t *c, char *err, size_t errlen) {
+  size_t len = 0;
+  if (c->rank == 0) {
+    uint64_t id = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&id, sizeof id, 1, f) != 1)
+      id = (uint64_t)getpid() << 32 ^ (uint64_t)(baton__now() * 1e9);
+    if (f)
+      fclose(f);
+    c->id = id;
+    return baton__store_set(c->store, "comm.id", &c->id, sizeof c->id, err, errlen);
+  }
+  int rc = baton__store_get(c->store, "comm.id", &c->id, sizeof c->id, &len,
+                            c->params.timeout_s, err, errlen);
+  if (rc == 0 && len != sizeof c->id) {
+    snprintf(err, errlen, "rank 0 published a malformed communicator id");
+    rc = BATON_EPROTO;
+  }
+  return rc;
+}
+
+/* Shared memory between the ranks of this host (unless BATON_TRANSPORT=tcp),
+ * TCP for the ring's edges that leave it. */
+static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size_t errlen) {
+  int n = c->size, pos = 0;
+  while (c->order[pos] != c->rank)
+    pos++;
+  int next = c->order[(pos + 1) % n], prev = c->order[(pos + n - 1) % n];
+  int tcp_only = strcmp(c->params.transport, "tcp") == 0;
+  int *local = calloc((size_t)n, sizeof *local), nlocal = 0, rc = 0;
+  if (!local) {
+    snprintf(err, errlen, "out of memory");
+    return BATON_ENOMEM;
+  }
+  for (int r = 0; r < n; r++)
+    if (c->group[r] == c->group[c->rank] && (!tcp_only || r == c->rank))
+      local[nlocal++] = r;
+  c->one_host = nlocal == n;
+  if (nlocal > 1) {
+    char key[32];
+    snprintf(key, sizeof key, "shm.%d", c->group[c->rank]);
+    rc = baton__shm_setup(c->store, key, c->rank, local, nlocal, next, prev, &c->params,
+                          &c->shm, err, errlen);
+  }
+  free(local);
+  if (rc)
+    return rc;
+  c->to[next] = baton__shm_send_conn(c->shm);
+  c->from[prev] = baton__shm_recv_conn(c->shm);
+  if (c->to[next] && c->from[prev])
+    return 0;
+  char ip[64];
+  if ((rc = baton__pick_local_ip(c->params.socket_ifname, rendezvous, ip, sizeof ip, err,
+                                 errlen)) != 0)
+    return rc;
+  baton__tcp_args_t a = {.rank = c->rank, .size = n, .comm_id = c->id, .seq = &c->seq,
+                         .to = &next, .from = &prev, .nto = !c->to[next],
+                         .nfrom = !c->from[prev], .local_ip = ip, .hosts = c->hosts};
+  if ((rc = baton__tcp_setup(c->store, &a, &c->params, &c->tcp, err, errlen)) != 0)
+    return rc;
+  if (!c->to[next])
+    c->to[next] = baton__tcp_send_conn(c->tcp, next);
+  if (!c->from[prev])
+    c->from[prev] = baton__tcp_recv_conn(c->tcp, prev);
+  return 0;
+}
+
+static void log_ready(const baton_comm_t *c) {
+  char ring[1024];
+  size_t off = 0;
+  for (int i = 0; i < c->size && off < sizeof ring - 96; i++) {
+    int r = c->order[i], q = c->order[(i + 1) % c->size];
+    int shm = c->group[r] == c->group[q] && strcmp(c->params.transport, "tcp") != 0;
+    const char *via = shm ? " =shm=> " : " =tcp=> ";
+    off += (size_t)snprintf(ring + off, sizeof ring - off, "%d(%s)%s", r, c->hosts[r],
+                            c->size > 1 ? via : "");
+  }
+  if (c->size > 1 && off < sizeof ring - 16)
+    snprintf(ring + off, sizeof ring - off, "%d", c->order[0]);
+  BATON_INFO(INIT, "rank %d of %d ready: transport %s, segment %zu bytes, ring %s", c->rank,
+             c->size, c->tcp && c->shm ? "shm+tcp" : c->tcp ? "tcp" : "shm",
+             c->params.segment_bytes, ring);
+}
+
+/* ------------------------------------------------------------ unique id */
+
+/* Stores started by baton_get_unique_id, waiting for the communicator of
+ * this process that will own them. */
+#define MAX_PENDING 16
+static struct {
+  char nonce[33];
+  baton__store_server_t *srv;
+} pending[MAX_PENDING];
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define ID_PREFIX "baton-id-1 "
+
+/* "baton-id-1 <host:port> <nonce>" */
+static int parse_id(const baton_unique_id_t *id, char *addr, size_t addrlen, char *nonce) {
+  char buf[BATON_UNIQUE_ID_BYTES + 1];
+  memcpy(buf, id->internal, BATON_UNIQUE_ID_BYTES);
+  buf[BATON_UNIQUE_ID_BYTES] = '\0';
+  char a[100];
+  if (strncmp(buf, ID_PREFIX, strlen(ID_PREFIX)) != 0 ||
+      sscanf(buf + strlen(ID_PREFIX), "%99s %32s", a, nonce) != 2 || strlen(nonce) != 32)
+    return -1;
+  snprintf(addr, addrlen, "%s", a);
+  return 0;
+}
+
+int baton_get_unique_id(baton_unique_id_t *id) {
+  char *err = init_error, host[256] = "", ip[64] = "127.0.0.1";
+  size_t errlen = sizeof init_error;
+  baton__params_t p;
+  int port = 0, rc;
+  if (!id) {
+    snprintf(err, errlen, "baton_get_unique_id: id is NULL");
+    return BATON_EINVAL;
+  }
+  if ((rc = baton__params_load(&p, err, errlen)) != 0)
+    return rc;
+  if (p.addr[0]) {
+    if ((rc = baton__parse_hostport(p.addr, "BATON_ADDR", host, sizeof host, &port, err,
+                                    errlen)) != 0)
+      return rc;
+  } else if (baton__pick_local_ip(p.socket_ifname, "", ip, sizeof ip, err, errlen) != 0) {
+    if (p.socket_ifname[0])
+      return BATON_EUSAGE;
+    snprintf(ip, sizeof ip, "127.0.0.1"); /* no network: this host only */
+  }
+  if (!host[0])
+    snprintf(host, sizeof host, "%s", ip);
+  unsigned char r[16];
+  FILE *f = fopen("/dev/urandom", "rb");
+  int got = f && fread(r, sizeof r, 1, f) == 1;
+  if (f)
+    fclose(f);
+  if (!got) {
+    snprintf(err, errlen, "cannot read /dev/urandom for the unique id");
+    return BATON_ESYS;
+  }
+  char nonce[33], addr[80];
+  for (int i = 0; i < 16; i++)
+    snprintf(nonce + 2 * i, 3, "%02x", r[i]);
+  baton__secret_t secret; /* as load_secret() will choose it */
+  baton__store_server_t *srv;
+  if ((rc = baton__secret_set(&secret, p.secret[0] ? p.secret : nonce, err, errlen)) != 0 ||
+      (rc = baton__store_serve(host, port, &secret, p.timeout_s, &srv, err, errlen)) != 0)
+    return rc;
+  baton__store_format_addr(addr, sizeof addr, host, baton__store_port(srv));
+  memset(id, 0, sizeof *id);
+  snprintf(id->internal, sizeof id->internal, ID_PREFIX "%.79s %.32s", addr, nonce);
+  pthread_mutex_lock(&pending_lock);
+  int slot = -1;
+  for (int i = 0; i < MAX_PENDING && slot < 0; i++)
+    if (!pending[i].srv)
+      slot = i;
+  if (slot >= 0) {
+    pending[slot].srv = srv;
+    snprintf(pending[slot].nonce, sizeof pending[slot].nonce, "%s", nonce);
+  }
+  pthread_mutex_unlock(&pending_lock);
+  if (slot < 0) {
+    baton__store_stop(srv);
+    snprintf(err, errlen, "more than %d unique ids wait for their communicators", MAX_PENDING);
+    return BATON_EUSAGE;
+  }
+  BATON_INFO(BOOT, "unique id: rendezvous at %s", addr);
+  return BATON_OK;
+}
+
+static baton__store_server_t *adopt_server(const char *nonce) {
+  baton__store_server_t *srv = NULL;
+  pthread_mutex_lock(&pending_lock);
+  for (int i = 0; i < MAX_PENDING && !srv; i++)
+    if (pending[i].srv && strcmp(pending[i].nonce, nonce) == 0) {
+      srv = pending[i].srv;
+      pending[i].srv = NULL;
+    }
+  pthread_mutex_unlock(&pending_lock);
+  return srv;
+}
+
+/* ----------------------------------------------------------------- init */
+
+/* The secret every connection of this communicator proves: BATON_SECRET, or
+ * else the nonce of the unique id, which only the processes it was handed
+ * to know. With neither, rank 0 (which serves the store) says once per
+ * process that anyone may connect. */
+static int load_secret(baton_comm_t *c, const given_t *given, const char *host, int port,
+                       char *err, size_t errlen) {
   static int warned;
-  int rc = baton__secret_set(&c->secret, c->params.secret, err, errlen);
+  const char *text = c->params.secret[0] || !given ? c->params.secret : given->nonce;
+  int rc = baton__secret_set(&c->secret, text, err, errlen);
   if (rc == BATON_OK && c->secret.len == 0 && c->rank == 0 && !warned) {
     warned = 1;
     BATON_WARN(INIT, "BATON_SECRET is not set: the store at %s:%d accepts any process that "
@@ -153,36 +407,41 @@ static int load_secret(baton_comm_t *c, const char *host, int port, char *err, s
   return rc;
 }
 
-int baton_comm_init(baton_comm_t **comm) {
+static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_server_t *srv) {
   char *err = init_error, host[256];
   size_t errlen = sizeof init_error;
   int port, rc;
   err[0] = '\0';
   if (!comm) {
     snprintf(err, errlen, "baton_comm_init: comm is NULL");
+    if (srv)
+      baton__store_stop(srv);
     return BATON_EINVAL;
   }
   *comm = NULL;
   baton_comm_t *c = calloc(1, sizeof *c);
   if (!c) {
     snprintf(err, errlen, "out of memory");
+    if (srv)
+      baton__store_stop(srv);
     return BATON_ENOMEM;
   }
-  if ((rc = read_identity(c, host, sizeof host, &port, err, errlen)) != 0)
+  c->server = srv;
+  if ((rc = read_identity(c, given, host, sizeof host, &port, err, errlen)) != 0 ||
+      (rc = load_secret(c, given, host, port, err, errlen)) != 0)
     goto fail;
-  if ((rc = load_secret(c, host, port, err, errlen)) != 0)
-    goto fail;
-  if (c->rank == 0 && (rc = baton__store_serve(host, port, &c->secret, c->params.timeout_s,
-                                               &c->server, err, errlen)) != 0)
+  if (!given && c->rank == 0 &&
+      (rc = baton__store_serve(host, port, &c->secret, c->params.timeout_s, &c->server, err,
+                               errlen)) != 0)
     goto fail;
   if ((rc = baton__store_connect(host, port, c->params.timeout_s, &c->secret, &c->store, err,
                                  errlen)) != 0)
     goto fail;
-  if ((rc = check_one_host(c, err, errlen)) != 0 || (rc = alloc_tables(c, err, errlen)) != 0)
+  if ((rc = alloc_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
+      (rc = share_id(c, err, errlen)) != 0)
     goto fail;
-  if (c->size > 1 &&
-      (rc = baton__shm_setup(c->store, c->rank, c->size, c->order, &c->params, &c->shm, err,
-                             errlen)) != 0)
+  choose_ring(c);
+  if (c->size > 1 && (rc = connect_ring(c, host, err, errlen)) != 0)
     goto fail;
   c->shm_calls = 1; /* the set-up rendezvous */
   log_ready(c);
@@ -194,12 +453,29 @@ fail:
   return rc;
 }
 
+int baton_comm_init(baton_comm_t **comm) { return init_comm(comm, NULL, NULL); }
+
+int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t *id, int rank) {
+  char addr[128], nonce[33];
+  if (!id || parse_id(id, addr, sizeof addr, nonce) != 0) {
+    snprintf(init_error, sizeof init_error, "baton_comm_init_rank: %s", id ? "the id was not "
+             "made by baton_get_unique_id (or was damaged on the way)" : "id is NULL");
+    if (comm)
+      *comm = NULL;
+    return BATON_EINVAL;
+  }
+  given_t g = {rank, size, addr, nonce};
+  if (size < 1 || rank < 0 || rank >= size) /* fail before taking the store */
+    return init_comm(comm, &g, NULL);
+  return init_comm(comm, &g, adopt_server(nonce));
+}
+
 int baton_comm_destroy(baton_comm_t *comm) {
   if (!comm)
     return BATON_OK;
   int rc = BATON_OK;
   /* Nobody may be mid-collective when rank 0 stops the store. */
-  if (comm->shm)
+  if (comm->size > 1)
     rc = baton_barrier(comm);
   free_comm(comm);
   return rc;

@@ -5,6 +5,7 @@
 #include "internal.h"
 #include "schedule.h"
 #include "transport/shm.h"
+#include "transport/tcp.h"
 
 struct baton_comm {
   int rank, size;
@@ -12,7 +13,14 @@ struct baton_comm {
   baton__secret_t secret;        /* BATON_SECRET; every connection proves it */
   baton__store_server_t *server; /* rank 0 only */
   baton__store_t *store;
-  baton__shm_t *shm;
+  uint64_t id;                   /* random, the same on every rank */
+  char (*hosts)[64];             /* host name of every rank, for people */
+  int *group;                    /* per rank: lowest rank sharing its memory */
+  int one_host;                  /* every rank shares this rank's memory */
+  baton__shm_t *shm;             /* NULL when no other rank shares memory */
+  baton__tcp_t *tcp;             /* NULL when every neighbour is local */
+  baton__conn_t **to, **from;    /* per peer rank, NULL when not connected */
+  unsigned char *scratch;        /* 2 * size bytes for the barrier */
   int *order;                    /* the ring: ranks in ring order */
   baton__sched_t sched;          /* reused by every collective */
   size_t *in_off, *out_off, *len; /* per-chunk layout, reused */
@@ -39,6 +47,7 @@ typedef struct {
   size_t elsize;
   baton_dtype_t dtype;
   baton_op_t op;
+  int root; /* broadcast */
 } baton__exec_args_t;
 
 int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a);

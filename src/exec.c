@@ -85,7 +85,7 @@ static const char *in_ptr(const run_t *r, int chunk, size_t off) {
 static int send_local(run_t *r, const baton__step_t *st) {
   baton__conn_t *c = baton__conn_to(r->comm, st->send_peer);
   size_t n = piece_len(r, st->send_chunk), es = r->a->elsize;
-  int keep = st->phase == BATON__PHASE_ALLGATHER &&
+  int keep = st->phase != BATON__PHASE_REDUCE_SCATTER &&
              r->comm->out_off[st->send_chunk] != BATON__NO_OUT;
   for (size_t off = 0; off < n; off += r->seg) {
     size_t m = n - off < r->seg ? n - off : r->seg;
@@ -166,7 +166,9 @@ static int run_round(run_t *r) {
 }
 
 int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
-  baton__conn_t *any = baton__conn_to(comm, comm->sched.steps[0].send_peer);
+  const baton__step_t *first = &comm->sched.steps[0];
+  baton__conn_t *any = first->send_peer >= 0 ? baton__conn_to(comm, first->send_peer)
+                                             : baton__conn_from(comm, first->recv_peer);
   run_t r = {.comm = comm, .a = a, .reduce = baton__reduce_get(a->dtype, a->op)};
   r.seg = any->slot_bytes / a->elsize;
   r.piece = r.seg * (size_t)(comm->params.shm_slots / 2);
@@ -180,6 +182,14 @@ int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
   int rc = 0;
   for (r.round_start = 0; r.round_start < maxlen && rc == 0; r.round_start += r.piece)
     rc = run_round(&r);
+  /* A transport that buffers (TCP) must not keep the last bytes back while
+   * the caller goes off to compute. */
+  for (int p = 0; p < comm->size && rc == 0; p++) {
+    baton__conn_t *c = comm->to[p];
+    if (c && c->ops->flush && (rc = c->ops->flush(c)) != 0)
+      rc = baton__fail(comm, rc, "%s #%llu (%s): %s", baton__coll_name(comm->sched.coll),
+                       (unsigned long long)comm->seq, comm->sched.algo, c->why);
+  }
 #if defined(__SSE2__)
   if (r.stream)
     _mm_sfence();
@@ -193,5 +203,6 @@ const char *baton__coll_name(baton__coll_t coll) {
 }
 
 const char *baton__phase_name(baton__phase_t phase) {
-  return phase == BATON__PHASE_REDUCE_SCATTER ? "reduce_scatter" : "allgather";
+  static const char *names[] = {"reduce_scatter", "allgather", "broadcast"};
+  return phase <= BATON__PHASE_BROADCAST ? names[phase] : "?";
 }

@@ -63,6 +63,10 @@ typedef struct {
   int spin_us;             /* BATON_SPIN_US */
   size_t stream_bytes;     /* BATON_STREAM_BYTES */
   size_t flat_bytes;       /* BATON_FLAT_BYTES */
+  char transport[256];     /* BATON_TRANSPORT: "auto" or "tcp" */
+  char hostid[256];        /* BATON_HOSTID, "" when unset */
+  char socket_ifname[256]; /* BATON_SOCKET_IFNAME, "" when unset */
+  int nsocks;              /* BATON_NSOCKS */
   char secret[256];        /* BATON_SECRET, "" when unset */
 } baton__params_t;
 
@@ -101,6 +105,8 @@ int baton__store_serve(const char *host, int port, const baton__secret_t *secret
                        double timeout_s, baton__store_server_t **out, char *err,
                        size_t errlen);
 void baton__store_stop(baton__store_server_t *srv);
+/* The port it listens on (useful after asking for port 0). */
+int baton__store_port(const baton__store_server_t *srv);
 
 /* Connects, retrying until timeout_s has passed, and then authenticates
  * with secret when it is set (BATON_EAUTH when the store turns us away). */

@@ -51,6 +51,14 @@ static const param_row_t rows[] = {
      "shared memory: largest per-rank buffer for the flat (one-step) algorithm"},
     {"BATON_STREAM_BYTES", P_BYTES, "16M", 0, 1e18, F(stream_bytes),
      "buffers at least this large are written with non-temporal stores"},
+    {"BATON_TRANSPORT", P_STRING, "auto", 0, 0, F(transport),
+     "auto (shared memory inside a host, TCP between hosts) or tcp (TCP everywhere)"},
+    {"BATON_HOSTID", P_STRING, "", 0, 0, F(hostid),
+     "host identity; ranks with the same value share memory (default: kernel and netns)"},
+    {"BATON_SOCKET_IFNAME", P_STRING, "", 0, 0, F(socket_ifname),
+     "TCP: interface name or prefix (default: the one that routes to BATON_ADDR)"},
+    {"BATON_NSOCKS", P_INT, "1", 1, 16, F(nsocks),
+     "TCP: sockets per connection; frames are spread over them"},
     {"BATON_SECRET", P_SECRET, "", 0, 0, F(secret),
      "the job's shared secret: every connection proves it knows it (HMAC); baton-run sets one"},
 };
@@ -196,7 +204,7 @@ int baton__params_load(baton__params_t *p, char *err, size_t errlen) {
 }
 
 const char *baton_params_describe(void) {
-  static char text[4096];
+  static char text[8192];
   if (text[0])
     return text;
   size_t off = 0;

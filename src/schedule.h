@@ -23,6 +23,7 @@
 typedef enum {
   BATON__PHASE_REDUCE_SCATTER,
   BATON__PHASE_ALLGATHER,
+  BATON__PHASE_BROADCAST,
 } baton__phase_t;
 
 typedef enum {
@@ -46,6 +47,7 @@ typedef enum {
   BATON__COLL_ALLREDUCE,
   BATON__COLL_REDUCE_SCATTER,
   BATON__COLL_ALLGATHER,
+  BATON__COLL_BROADCAST,
   BATON__COLL_COUNT
 } baton__coll_t;
 
@@ -63,6 +65,13 @@ const char *baton__phase_name(baton__phase_t phase);
  * the ring can follow the topology). Steps capacity must be >= 2 * size. */
 void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
                           int size, const int *order);
+
+/* Chain (the ring opened at the root), for broadcast: the root sends the
+ * one chunk `root` to the next rank, every other rank receives it, keeps it
+ * and forwards it, until the rank before the root. Pipelined by segments,
+ * so a large buffer costs about one transfer plus N-2 segment latencies. */
+void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                           const int *order, int root);
 
 /* Chunk c of `count` elements cut into n chunks: the first count % n chunks
  * hold one element more. */

@@ -557,3 +557,12 @@ void baton__store_stop(baton__store_server_t *srv) {
   close(srv->wakefd);
   server_free(srv);
 }
+
+int baton__store_port(const baton__store_server_t *srv) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  if (getsockname(srv->lfd, (struct sockaddr *)&ss, &len) != 0)
+    return -1;
+  return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                        : ((struct sockaddr_in *)&ss)->sin_port);
+}

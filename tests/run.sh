@@ -112,6 +112,27 @@ run "test_coll -n 4 $RING_SMALL" 1 env $RING_SMALL "$BUILD/bin/baton-run" -n 4 "
 # Every size through the flat algorithm, up to the largest counts.
 run "test_coll -n 5 BATON_FLAT_BYTES=16M" 1 \
   env BATON_FLAT_BYTES=16M "$BUILD/bin/baton-run" -n 5 "$BUILD/tests/test_coll"
+# TCP on loopback: everywhere, with small segments over several sockets, and
+# mixed with shared memory (BATON_HOSTID makes one machine look like several
+# hosts; `%` interleaves them so the ring must reorder the ranks).
+for n in 2 4; do
+  run "test_coll -n $n --quick BATON_TRANSPORT=tcp" 1 \
+    env BATON_TRANSPORT=tcp "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick
+done
+run "test_coll -n 3 --quick BATON_TRANSPORT=tcp BATON_NSOCKS=3 $RING_SMALL" 1 \
+  env BATON_TRANSPORT=tcp BATON_NSOCKS=3 $RING_SMALL "$BUILD/bin/baton-run" -n 3 \
+  "$BUILD/tests/test_coll" --quick
+run "test_coll -n 4 --quick 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
+  sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick' "$BUILD/tests/test_coll"
+run "test_coll -n 5 --quick 3 hosts interleaved $RING_SMALL" 1 env $RING_SMALL \
+  "$BUILD/bin/baton-run" -n 5 \
+  sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0" --quick' "$BUILD/tests/test_coll"
+# The unique-id path (the program starts its own ranks) and baton_mpi.h
+# under a real mpirun.
+run "test_uniqueid 1" 1 "$BUILD/tests/test_uniqueid" 1
+run "test_uniqueid 3" 1 "$BUILD/tests/test_uniqueid" 3
+run "test_uniqueid 4 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp "$BUILD/tests/test_uniqueid" 4
+run "test_mpi_init.sh" 1 env BUILD="$BUILD" bash tests/test_mpi_init.sh
 for n in 1 2; do
   run "test_api -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_api"
 done
@@ -148,6 +169,9 @@ else
     done
     run "asan test_coll -n 3 --quick $RING_SMALL" 1 env $RING_SMALL \
       "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_coll" --quick
+    run "asan test_coll -n 4 --quick 2 hosts x 2 ranks, tcp $RING_SMALL" 1 env $RING_SMALL \
+      BATON_NSOCKS=2 "$SAN_BUILD/bin/baton-run" -n 4 \
+      sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick' "$SAN_BUILD/tests/test_coll"
     for n in 1 2; do
       run "asan test_api -n $n" 1 "$SAN_BUILD/bin/baton-run" -n "$n" \
         "$SAN_BUILD/tests/test_api"

@@ -229,6 +229,27 @@ static void test_allgather_args(void) {
                    "barrier(comm NULL) did not return BATON_EINVAL");
 }
 
+static void test_broadcast_args(void) {
+  float a[4] = {0}, b[4];
+  baton_comm_t *c = T.comm;
+  expect_einval(baton_broadcast(NULL, b, 4, BATON_FLOAT32, T.rank, c),
+                "broadcast(sendbuf NULL on the root)", "sendbuf");
+  expect_einval(baton_broadcast(a, NULL, 4, BATON_FLOAT32, 0, c),
+                "broadcast(recvbuf NULL)", "recvbuf");
+  expect_einval(baton_broadcast(a, b, 4, BAD_DTYPE_HI, 0, c),
+                "broadcast(dtype 99)", "dtype");
+  expect_einval(baton_broadcast(a, b, 4, BATON_FLOAT32, -1, c),
+                "broadcast(root -1)", "root");
+  expect_einval(baton_broadcast(a, b, 4, BATON_FLOAT32, T.size, c),
+                "broadcast(root == size)", "root");
+  expect_einval(baton_broadcast(a, b, 0, BATON_FLOAT32, T.size, c),
+                "broadcast(count 0, root == size)", "root");
+  expect_einval(baton_broadcast(a, b, SIZE_MAX / 2, BATON_FLOAT32, 0, c),
+                "broadcast(count SIZE_MAX/2 float32)", "count");
+  expect_null_comm(baton_broadcast(a, b, 4, BATON_FLOAT32, 0, NULL),
+                   "broadcast(comm NULL) did not return BATON_EINVAL");
+}
+
 /* After all the rejected calls, the same collectives must work: count 0
  * with NULL buffers, then a real allreduce, allgather and barrier. */
 static void test_valid_calls(void) {
@@ -254,6 +275,11 @@ static void test_valid_calls(void) {
     ok = all[r] == 1000 + r;
   check(ok, "allgather after invalid calls: wrong result");
   free(all);
+  /* Only the root reads sendbuf: the others may pass NULL. */
+  int64_t b[2] = {0, 0}, src[2] = {-5, 1LL << 40};
+  ok = tally_rc(&T, baton_broadcast(rank == n - 1 ? src : NULL, b, 2, BATON_INT64, n - 1, c),
+                "broadcast(sendbuf NULL off the root)");
+  check(ok && b[0] == -5 && b[1] == 1LL << 40, "broadcast after invalid calls: wrong result");
   tally_record(&T, tally_rc(&T, baton_barrier(c), "barrier after invalid calls"));
 }
 
@@ -380,6 +406,7 @@ int main(void) {
   test_allreduce_args();
   test_reduce_scatter_args();
   test_allgather_args();
+  test_broadcast_args();
   test_valid_calls();
   test_init_env();
   return tally_finish(&T);

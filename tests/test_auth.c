@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 
 #include "auth.h"
 #include "hostile.h"
@@ -239,6 +240,36 @@ static void test_crowd(void) {
   baton__store_stop(srv);
 }
 
+/* Started from a unique id and without BATON_SECRET, the store's secret is
+ * the id's nonce: a process with a damaged copy of the id (here, one digit
+ * of the nonce changed) is turned away with BATON_EAUTH. */
+static void test_unique_id(void) {
+  baton_unique_id_t id, bad;
+  unsetenv("BATON_SECRET");
+  setenv("BATON_DEBUG", "NONE", 1);
+  setenv("BATON_TIMEOUT", "5", 1);
+  EXPECT_RC(baton_get_unique_id(&id), BATON_OK, baton_last_init_error());
+  bad = id;
+  char *nonce = strrchr(bad.internal, ' ');
+  EXPECT(nonce && strlen(nonce) == 33, "a unique id ends with a 32-digit nonce: %.128s", id.internal);
+  if (!nonce || strlen(nonce) != 33)
+    return;
+  nonce[1] = nonce[1] == '0' ? '1' : '0';
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    baton_comm_t *comm = NULL;
+    int rc = baton_comm_init_rank(&comm, 2, &bad, 1);
+    if (rc != BATON_EAUTH)
+      fprintf(stderr, "damaged id: got %s: %s\n", baton_err_name(rc), baton_last_init_error());
+    _exit(rc == BATON_EAUTH ? 0 : 1);
+  }
+  int status = -1;
+  EXPECT(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+             WEXITSTATUS(status) == 0,
+         "a damaged unique id must give BATON_EAUTH (wait status %d)", status);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   printf("handshakes on socket pairs:\n");
@@ -247,5 +278,7 @@ int main(void) {
   test_store();
   printf("a crowd of silent strangers (WARN lines are expected):\n");
   test_crowd();
+  printf("a damaged unique id:\n");
+  test_unique_id();
   return unit_summary();
 }

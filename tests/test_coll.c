@@ -1,10 +1,10 @@
 /*
- * test_coll.c - checks allreduce, reduce_scatter, allgather and barrier
+ * test_coll.c - checks allreduce, reduce_scatter, allgather, broadcast and barrier
  * against the naive reference in ref.h. Run it under `baton-run -n N`.
  *
  *   test_coll [--quick] [--coll NAME] [--dtype NAME] [--op NAME] [--count N]
  *
- * NAME for --coll is allreduce, reduce_scatter, allgather, barrier or
+ * NAME for --coll is allreduce, reduce_scatter, allgather, broadcast, barrier or
  * consistency; --dtype, --op and --count narrow the sweep down to one case
  * when reproducing a failure. --quick leaves out the two largest counts.
  *
@@ -38,9 +38,11 @@
 #define POISON 0xcd    /* fills an out-of-place receive buffer before a call */
 #define MAX_SHOWN 3    /* mismatching elements printed per case */
 
-enum { ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BARRIER, CONSISTENCY, NCOLLS };
+enum { ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BROADCAST, BARRIER, CONSISTENCY, NCOLLS };
 static const char *const coll_names[NCOLLS] = {
-    "allreduce", "reduce_scatter", "allgather", "barrier", "consistency"};
+    "allreduce", "reduce_scatter", "allgather", "broadcast", "barrier", "consistency"};
+/* Collectives without a reduction operator. */
+#define NO_OP(coll) ((coll) == ALLGATHER || (coll) == BROADCAST)
 static const char *const dtype_names[BATON_DTYPE_COUNT] = {
     "int8",  "uint8",   "int32",    "uint32",  "int64",
     "uint64", "float16", "bfloat16", "float32", "float64"};
@@ -63,8 +65,9 @@ typedef struct {
 typedef struct {
   int coll;
   baton_dtype_t dt;
-  baton_op_t op; /* ignored by allgather */
+  baton_op_t op; /* ignored by allgather and broadcast */
   size_t count;
+  int root;      /* broadcast */
   int inplace;
   size_t send_shift, recv_shift; /* bytes: buffers need not be 16-aligned */
   gen_spec_t gen;
@@ -82,10 +85,13 @@ static uint64_t case_seed(int coll, baton_dtype_t dt, int op, size_t count) {
 }
 
 static void case_name(case_t *c) {
-  snprintf(c->name, sizeof c->name, "%s %s%s%s count %zu %s",
+  char root[16] = "";
+  if (c->coll == BROADCAST)
+    snprintf(root, sizeof root, " root %d", c->root);
+  snprintf(c->name, sizeof c->name, "%s %s%s%s count %zu%s %s",
            coll_names[c->coll], dtype_names[c->dt],
-           c->coll == ALLGATHER ? "" : " ",
-           c->coll == ALLGATHER ? "" : op_names[c->op], c->count,
+           NO_OP(c->coll) ? "" : " ",
+           NO_OP(c->coll) ? "" : op_names[c->op], c->count, root,
            c->inplace ? "in-place" : "out-of-place");
 }
 
@@ -225,6 +231,19 @@ static int run_allgather(test_t *T, const case_t *c) {
   return check_case(T, c, rc, out, all * esz, n, out, all);
 }
 
+/* Every rank passes its own buffers; only the root's input may be read. */
+static int run_broadcast(test_t *T, const case_t *c) {
+  size_t bytes = c->count * ref_size(c->dt);
+  unsigned char *in = send_buf(T, c), *out = recv_buf(T, c);
+  int root = T->t.rank == c->root;
+  memcpy(c->inplace ? out : in, T->input, bytes);
+  if (!c->inplace || !root)
+    memset(out, POISON, bytes);
+  guard_set(out, bytes);
+  int rc = baton_broadcast(c->inplace ? out : in, out, c->count, c->dt, c->root, T->t.comm);
+  return check_case(T, c, rc, out, bytes, c->count, out, c->count);
+}
+
 /* Computes this rank's input and the expected result of a case; both are
  * the same for its in-place and out-of-place runs. */
 static void prepare(test_t *T, const case_t *c) {
@@ -239,6 +258,12 @@ static void prepare(test_t *T, const case_t *c) {
     ref_fill(T->input, c->dt, &c->gen, c->seed, rank, 0, n * (size_t)size);
     ref_reduce(T->expect, c->dt, c->op, &c->gen, c->seed, size,
                (size_t)rank * n, n);
+    break;
+  case BROADCAST:
+    ref_fill(T->expect, c->dt, &c->gen, c->seed, c->root, 0, n);
+    /* The others' inputs differ from the root's: a rank that kept its
+     * own would fail. */
+    ref_fill(T->input, c->dt, &c->gen, c->seed, rank, 0, n);
     break;
   default: /* ALLGATHER */
     for (int q = 0; q < size; q++)
@@ -261,27 +286,28 @@ static int selected(const test_t *T, baton_dtype_t dt, int op, size_t count) {
 static void sweep_one(test_t *T, int coll, baton_dtype_t dt, int op,
                       size_t count) {
   case_t c = {.coll = coll, .dt = dt, .op = op < 0 ? BATON_SUM : op,
-              .count = count};
+              .count = count, .root = (int)((count + (size_t)dt) % (size_t)T->t.size)};
   c.send_shift = ((count >> 1) & 1) * ref_size(dt);
   c.recv_shift = (count & 1) * ref_size(dt);
-  c.gen = coll == ALLGATHER ? (gen_spec_t)BITS : exact_spec(dt, c.op);
+  c.gen = NO_OP(coll) ? (gen_spec_t)BITS : exact_spec(dt, c.op);
   c.seed = case_seed(coll, dt, op, count);
   prepare(T, &c);
   for (c.inplace = 0; c.inplace < 2 && !T->t.broken; c.inplace++) {
     case_name(&c);
     int ok = coll == ALLREDUCE        ? run_allreduce(T, &c)
              : coll == REDUCE_SCATTER ? run_reduce_scatter(T, &c)
+             : coll == BROADCAST      ? run_broadcast(T, &c)
                                       : run_allgather(T, &c);
     tally_record(&T->t, ok);
   }
 }
 
 static void sweep(test_t *T, int coll) {
-  int nops = coll == ALLGATHER ? 1 : BATON_OP_COUNT;
+  int nops = NO_OP(coll) ? 1 : BATON_OP_COUNT;
   for (int dt = 0; dt < BATON_DTYPE_COUNT; dt++)
     for (int op = 0; op < nops; op++)
       for (int i = 0; i < T->ncounts && !T->t.broken; i++) {
-        int o = coll == ALLGATHER ? -1 : op;
+        int o = NO_OP(coll) ? -1 : op;
         if (selected(T, dt, o, T->counts[i]))
           sweep_one(T, coll, dt, o, T->counts[i]);
       }

@@ -5,7 +5,8 @@
  * segment and arrives at a rendezvous; once all have arrived, each rank
  * reads what it needs straight out of the others' mailboxes. Allreduce and
  * reduce-scatter combine the mailboxes in rank order, so every rank computes
- * the same bits; allgather just copies.
+ * the same bits; allgather just copies; broadcast fills only the root's
+ * mailbox.
  *
  * Each rank reads N times the data instead of the ring's 2(N-1)/N, but pays
  * one synchronisation instead of 2(N-1) hand-offs. For a few kilobytes the
@@ -18,7 +19,7 @@
 
 int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count,
                      size_t elsize) {
-  if (!comm->shm || count == 0)
+  if (!comm->shm || !comm->one_host || count == 0)
     return 0;
   size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
   return in_count * elsize <= baton__shm_mailbox_bytes(comm->shm);
@@ -42,7 +43,8 @@ int baton__flat_run(baton_comm_t *comm, baton__coll_t coll, size_t count,
                     const baton__exec_args_t *a) {
   uint32_t call = ++comm->shm_calls;
   size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
-  memcpy(baton__shm_mailbox(comm->shm, comm->rank, call), a->in, in_count * a->elsize);
+  if (coll != BATON__COLL_BROADCAST || comm->rank == a->root)
+    memcpy(baton__shm_mailbox(comm->shm, comm->rank, call), a->in, in_count * a->elsize);
   char why[256];
   int rc = baton__shm_arrive(comm->shm, call, comm->params.timeout_s, why, sizeof why);
   if (rc)
@@ -52,6 +54,8 @@ int baton__flat_run(baton_comm_t *comm, baton__coll_t coll, size_t count,
     reduce_mailboxes(comm, call, a->out, 0, count, a);
   else if (coll == BATON__COLL_REDUCE_SCATTER)
     reduce_mailboxes(comm, call, a->out, (size_t)comm->rank * count, count, a);
+  else if (coll == BATON__COLL_BROADCAST)
+    memcpy(a->out, baton__shm_mailbox(comm->shm, a->root, call), count * a->elsize);
   else
     for (int q = 0; q < comm->size; q++)
       memcpy(a->out + (size_t)q * count * a->elsize, baton__shm_mailbox(comm->shm, q, call),

@@ -60,3 +60,31 @@ void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
   if (coll != BATON__COLL_REDUCE_SCATTER)
     add_phase(s, BATON__PHASE_ALLGATHER, p, size, order, 0);
 }
+
+void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                           const int *order, int root) {
+  int p = 0, r = 0;
+  while (order[p] != rank)
+    p++;
+  while (order[r] != root)
+    r++;
+  int q = mod(p - r, size); /* distance from the root along the chain */
+  s->coll = coll;
+  s->algo = "ring";
+  s->nsteps = 0;
+  if (size == 1)
+    return;
+  if (q > 0) {
+    baton__step_t *st = &s->steps[s->nsteps++];
+    *st = (baton__step_t){.phase = BATON__PHASE_BROADCAST, .step = (uint16_t)(q - 1),
+                          .send_peer = -1, .send_chunk = -1, .recv_peer = order[mod(p - 1, size)],
+                          .recv_chunk = root, .recv_op = BATON__RECV_COPY, .keep = 1,
+                          .forward = q < size - 1};
+  }
+  if (q < size - 1) {
+    baton__step_t *st = &s->steps[s->nsteps++];
+    *st = (baton__step_t){.phase = BATON__PHASE_BROADCAST, .step = (uint16_t)q,
+                          .send_peer = order[mod(p + 1, size)], .send_chunk = root,
+                          .recv_peer = -1, .recv_chunk = -1};
+  }
+}

@@ -1,15 +1,16 @@
 /*
  * shm.c - the shared-memory transport, for ranks on one host.
  *
- * Rank 0 creates one shared-memory file at init, sized for the whole
- * communicator, fills its header and publishes its name through the store;
+ * The host's lowest rank creates one shared-memory file at init, sized for
+ * the host's ranks, fills its header and publishes its name through the store;
  * the others map it, and once all have, rank 0 unlinks it so nothing is left
  * behind even if the job is killed. Every page is faulted in at init
  * (MAP_POPULATE): a first touch costs ~12 us per 4 KiB page on these virtual
  * machines, which must never happen inside a collective.
  *
- * The file holds one channel per ring position p, carrying data from
- * order[p] to order[p+1]. A channel is a ring of `nslots` slots of
+ * The ranks of one host are numbered by local index (ascending global
+ * rank). The file holds one channel per local rank i, carrying data from it
+ * to its successor on the ring when that successor is on this host too. A channel is a ring of `nslots` slots of
  * `slot_bytes` each and two counters: `head` (slots committed by the sender)
  * and `tail` (slots released by the receiver). Each side writes only its own
  * counter, so no locks are needed. Slots stay small enough to live in cache,
@@ -88,7 +89,8 @@ typedef struct {
 struct baton__shm {
   void *base;
   size_t bytes;
-  int rank, size;
+  int rank, size; /* this rank's index among the host's ranks, and their number */
+  int *local;     /* global rank of each local index */
   shm_header_t *hdr;
   double spin_s;
   int oversubscribed; /* more ranks than cores */
@@ -270,12 +272,12 @@ static int missing_ranks(baton__shm_t *s, uint32_t call, int rc, char *why, size
       continue;
     pid_t pid = atomic_load_explicit(&s->hdr->ranks[r].pid, memory_order_relaxed);
     if (rc == BATON_EREMOTE && !peer_alive(pid)) {
-      snprintf(why, whylen, "rank %d (pid %d) died before arriving", r, (int)pid);
+      snprintf(why, whylen, "rank %d (pid %d) died before arriving", s->local[r], (int)pid);
       return rc;
     }
     if (off < whylen)
       off += (size_t)snprintf(why + off, whylen - off, "%srank %d",
-                              off ? ", " : "still waiting for ", r);
+                              off ? ", " : "still waiting for ", s->local[r]);
   }
   return rc;
 }
@@ -370,23 +372,30 @@ fail_close:
   return rc;
 }
 
-static void bind_conns(baton__shm_t *s, const int *order, const baton__params_t *p) {
-  int pos = 0;
-  while (order[pos] != s->rank)
-    pos++;
-  int next = order[(pos + 1) % s->size], prev = order[(pos + s->size - 1) % s->size];
-  chan_bind(s, &s->send_chan, pos);
-  chan_bind(s, &s->recv_chan, (pos + s->size - 1) % s->size);
-  baton__conn_t *conns[2] = {&s->send_conn, &s->recv_conn};
-  chan_t *chans[2] = {&s->send_chan, &s->recv_chan};
-  int peers[2] = {next, prev};
-  for (int i = 0; i < 2; i++) {
-    conns[i]->ops = &baton__shm_transport;
-    conns[i]->peer = peers[i];
-    conns[i]->timeout_s = p->timeout_s;
-    conns[i]->impl = chans[i];
-    chans[i]->peer_pid = atomic_load(&s->hdr->ranks[peers[i]].pid);
-  }
+static int local_index(const baton__shm_t *s, int rank) {
+  for (int i = 0; i < s->size; i++)
+    if (s->local[i] == rank)
+      return i;
+  return -1;
+}
+
+/* Channel i carries data from local rank i to its successor on the ring,
+ * when that successor is on this host too. */
+static void bind_conn(baton__shm_t *s, baton__conn_t *c, chan_t *ch, int chan, int peer,
+                      const baton__params_t *p) {
+  chan_bind(s, ch, chan);
+  c->ops = &baton__shm_transport;
+  c->peer = peer;
+  c->timeout_s = p->timeout_s;
+  c->impl = ch;
+  ch->peer_pid = atomic_load(&s->hdr->ranks[local_index(s, peer)].pid);
+}
+
+static void bind_conns(baton__shm_t *s, int next, int prev, const baton__params_t *p) {
+  if (next >= 0 && local_index(s, next) >= 0)
+    bind_conn(s, &s->send_conn, &s->send_chan, s->rank, next, p);
+  if (prev >= 0 && local_index(s, prev) >= 0)
+    bind_conn(s, &s->recv_conn, &s->recv_chan, local_index(s, prev), prev, p);
 }
 
 static double spin_seconds(const baton__params_t *p, int size) {
@@ -397,16 +406,20 @@ static double spin_seconds(const baton__params_t *p, int size) {
   return p->spin_us * 1e-6;
 }
 
-int baton__shm_setup(baton__store_t *st, int rank, int size, const int *order,
-                     const baton__params_t *p, baton__shm_t **out, char *err,
-                     size_t errlen) {
+int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *local, int size,
+                     int next, int prev, const baton__params_t *p, baton__shm_t **out,
+                     char *err, size_t errlen) {
   baton__shm_t *s = calloc(1, sizeof *s);
-  if (!s) {
+  int *copy = calloc((size_t)size, sizeof *copy);
+  if (!s || !copy) {
+    free(s), free(copy);
     snprintf(err, errlen, "out of memory");
     return BATON_ENOMEM;
   }
-  s->rank = rank;
+  memcpy(copy, local, (size_t)size * sizeof *copy);
+  s->local = copy;
   s->size = size;
+  s->rank = local_index(s, rank);
   s->spin_s = spin_seconds(p, size);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   s->oversubscribed = cpus > 0 && size > cpus;
@@ -416,12 +429,12 @@ int baton__shm_setup(baton__store_t *st, int rank, int size, const int *order,
   char name[64];
   size_t len = 0;
   int rc;
-  if (rank == 0) {
+  if (s->rank == 0) {
     if ((rc = create_file(s, p, name, sizeof name, err, errlen)) != 0)
       goto fail_free;
-    rc = baton__store_set(st, "shm.name", name, strlen(name) + 1, err, errlen);
+    rc = baton__store_set(st, key, name, strlen(name) + 1, err, errlen);
   } else {
-    rc = baton__store_get(st, "shm.name", name, sizeof name, &len, p->timeout_s, err, errlen);
+    rc = baton__store_get(st, key, name, sizeof name, &len, p->timeout_s, err, errlen);
     if (rc == 0 && (len == 0 || name[len - 1] != '\0')) {
       snprintf(err, errlen, "rank 0 published a malformed shared-memory name");
       rc = BATON_EPROTO;
@@ -431,34 +444,40 @@ int baton__shm_setup(baton__store_t *st, int rank, int size, const int *order,
   }
   if (rc != 0)
     goto fail_unmap;
-  atomic_store(&s->hdr->ranks[rank].pid, (int32_t)getpid());
+  atomic_store(&s->hdr->ranks[s->rank].pid, (int32_t)getpid());
   /* Every rank has mapped the file once it has arrived here, so rank 0 can
    * unlink it: from then on it disappears with the last process. */
   if ((rc = baton__shm_arrive(s, 1, p->timeout_s, err, errlen)) != 0)
     goto fail_unmap;
-  if (rank == 0)
+  if (s->rank == 0)
     shm_unlink(name);
-  bind_conns(s, order, p);
+  bind_conns(s, next, prev, p);
   BATON_INFO(SHM, "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes, spin %.0f us",
              name, s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes, s->spin_s * 1e6);
   *out = s;
   return 0;
 fail_unmap:
-  if (rank == 0 && s->base)
+  if (s->rank == 0 && s->base)
     shm_unlink(name);
   if (s->base)
     munmap(s->base, s->bytes);
 fail_free:
+  free(s->local);
   free(s);
   return rc;
 }
 
-baton__conn_t *baton__shm_send_conn(baton__shm_t *s) { return &s->send_conn; }
-baton__conn_t *baton__shm_recv_conn(baton__shm_t *s) { return &s->recv_conn; }
+baton__conn_t *baton__shm_send_conn(baton__shm_t *s) {
+  return s && s->send_conn.ops ? &s->send_conn : NULL;
+}
+baton__conn_t *baton__shm_recv_conn(baton__shm_t *s) {
+  return s && s->recv_conn.ops ? &s->recv_conn : NULL;
+}
 
 void baton__shm_destroy(baton__shm_t *s) {
   if (!s)
     return;
   munmap(s->base, s->bytes);
+  free(s->local);
   free(s);
 }

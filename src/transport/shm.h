@@ -7,12 +7,15 @@
 
 typedef struct baton__shm baton__shm_t;
 
-/* Collective over the ranks of one host: rank 0 creates the shared memory
- * and publishes its name in the store; the ring `order` decides which
- * channels this rank sends and receives on. */
-int baton__shm_setup(baton__store_t *st, int rank, int size, const int *order,
-                     const baton__params_t *p, baton__shm_t **out, char *err,
-                     size_t errlen);
+/* Collective over the `size` ranks of one host, listed in `local` in
+ * ascending order (mailboxes and rendezvous use the index into it): the
+ * first creates the shared memory and publishes its name in the store under
+ * `key`. This rank gets a send channel to its ring successor `next` and a
+ * receive channel from its predecessor `prev` when they are in `local`. */
+int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *local, int size,
+                     int next, int prev, const baton__params_t *p, baton__shm_t **out,
+                     char *err, size_t errlen);
+/* The channels to the ring neighbours; NULL when that neighbour is not local. */
 baton__conn_t *baton__shm_send_conn(baton__shm_t *s);
 baton__conn_t *baton__shm_recv_conn(baton__shm_t *s);
 /* Rendezvous number `call` (1 is taken by set-up, then 2, 3, ...): marks

@@ -25,6 +25,9 @@ typedef struct {
   int (*send_commit)(baton__conn_t *c, size_t bytes);
   int (*recv_acquire)(baton__conn_t *c, const void **slot, size_t *bytes);
   int (*recv_release)(baton__conn_t *c);
+  /* Waits until everything committed has left this rank; NULL when commit
+   * already makes data visible to the peer (shared memory). */
+  int (*flush)(baton__conn_t *c);
 } baton__transport_t;
 
 struct baton__conn {
@@ -37,5 +40,6 @@ struct baton__conn {
 };
 
 extern const baton__transport_t baton__shm_transport;
+extern const baton__transport_t baton__tcp_transport;
 
 #endif /* BATON_TRANSPORT_H */
