@@ -238,6 +238,10 @@ static void test_broadcast_args(void) {
                 "broadcast(recvbuf NULL)", "recvbuf");
   expect_einval(baton_broadcast(a, b, 4, BAD_DTYPE_HI, 0, c),
                 "broadcast(dtype 99)", "dtype");
+  expect_einval(baton_broadcast(a, b, 4, BAD_DTYPE_LO, 0, c),
+                "broadcast(dtype -1)", "dtype");
+  expect_einval(baton_broadcast(a, b, 0, BAD_DTYPE_HI, 0, c),
+                "broadcast(count 0, dtype 99)", "dtype");
   expect_einval(baton_broadcast(a, b, 4, BATON_FLOAT32, -1, c),
                 "broadcast(root -1)", "root");
   expect_einval(baton_broadcast(a, b, 4, BATON_FLOAT32, T.size, c),
@@ -397,6 +401,38 @@ static void test_init_env(void) {
     run_init_case(&cases[i]);
 }
 
+/* baton_comm_init_rank with a good id and bad arguments: BATON_EINVAL
+ * naming the argument, *comm NULL. The last case adopts the id's store and
+ * stops it, so nothing is left behind. */
+static void test_init_rank_args(void) {
+  baton_unique_id_t id;
+  baton_comm_t *c = (baton_comm_t *)&c;
+  char addr[256]; /* the job's store holds BATON_ADDR: the id's store goes elsewhere */
+  snprintf(addr, sizeof addr, "%s", getenv("BATON_ADDR") ? getenv("BATON_ADDR") : "");
+  unsetenv("BATON_ADDR");
+  int ok = baton_get_unique_id(&id) == BATON_OK;
+  setenv("BATON_ADDR", addr, 1);
+  if (!ok)
+    tally_say(&T, "baton_get_unique_id: %s", baton_last_init_error());
+  if (!tally_record(&T, ok))
+    return;
+  static const struct {
+    int size, rank;
+    const char *word;
+  } bad[] = {{0, 0, "size"}, {-1, 0, "size"}, {2, -1, "rank"}, {2, 2, "rank"}, {2, 5, "rank"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = baton_comm_init_rank(&c, bad[i].size, &id, bad[i].rank);
+    const char *e = baton_last_init_error();
+    if (!tally_record(&T, rc == BATON_EINVAL && c == NULL && strstr(e, bad[i].word)))
+      tally_say(&T, "baton_comm_init_rank(size %d, rank %d): %s, \"%s\"; want BATON_EINVAL "
+                "naming %s", bad[i].size, bad[i].rank, baton_err_name(rc), e, bad[i].word);
+  }
+  int rc = baton_comm_init_rank(NULL, 1, &id, 0);
+  if (!tally_record(&T, rc == BATON_EINVAL && strstr(baton_last_init_error(), "comm")))
+    tally_say(&T, "baton_comm_init_rank(NULL comm): %s: %s", baton_err_name(rc),
+              baton_last_init_error());
+}
+
 int main(void) {
   tally_init(&T);
   test_strerror();
@@ -409,5 +445,6 @@ int main(void) {
   test_broadcast_args();
   test_valid_calls();
   test_init_env();
+  test_init_rank_args();
   return tally_finish(&T);
 }
