@@ -5,9 +5,9 @@
  *   baton-run -n N baton-soak [--seconds S] [--seed X] [--max-count C]
  *
  * Every rank draws the same sequence of cases from the shared seed (rank
- * 0's, or X): collective, dtype, op, count, in place or not, and a root and
- * an algorithm, which no collective takes yet and which are drawn so that
- * the sequence stays the same once they do. Inputs come from exact_spec(),
+ * 0's, or X): collective, dtype, op, count, in place or not, a root (for
+ * broadcast) and an algorithm, which no collective takes yet and which is
+ * drawn so that the sequence stays the same once one does. Inputs come from exact_spec(),
  * for which every order of reduction gives the same bits, so a result that
  * differs from the reference in any bit is a mismatch. Every 32 cases the
  * ranks agree (one small allreduce) whether the time is up. At the end rank
@@ -26,9 +26,9 @@
 #include "../tests/ref.h"
 #include "baton.h"
 
-enum { ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BARRIER, NCOLLS };
+enum { ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BROADCAST, BARRIER, NCOLLS };
 static const char *const coll_names[NCOLLS] = {"allreduce", "reduce_scatter", "allgather",
-                                               "barrier"};
+                                               "broadcast", "barrier"};
 enum { NALGOS = 1 }; /* "default"; the draw is there for BATON_ALGO */
 
 typedef struct {
@@ -74,7 +74,8 @@ static long run_case(const case_t *c, baton_comm_t *comm, unsigned char *send,
                      unsigned char *recv, unsigned char *expect) {
   int rank = baton_comm_rank(comm), size = baton_comm_size(comm), rc = BATON_OK;
   size_t es = ref_size(c->dt), n = c->count, total = n * (size_t)size;
-  gen_spec_t g = exact_spec(c->dt, c->op);
+  gen_spec_t g = exact_spec(c->dt, c->op), bits = {GEN_BITS, 0, 0, 0};
+  memset(recv, 0xcd, total * es); /* nothing left from the case before */
   switch (c->coll) {
   case ALLREDUCE:
     ref_fill(send, c->dt, &g, c->seed, rank, 0, n);
@@ -94,6 +95,13 @@ static long run_case(const case_t *c, baton_comm_t *comm, unsigned char *send,
     ref_fill(in, c->dt, &g, c->seed, rank, 0, n);
     rc = baton_allgather(in, recv, n, c->dt, comm);
     return rc ? -1 : (long)(memcmp(recv, expect, total * es) != 0);
+  case BROADCAST: /* in place: the root's send is its recv, the others pass NULL */
+    ref_fill(expect, c->dt, &bits, c->seed, c->root, 0, n);
+    if (rank == c->root)
+      ref_fill(c->inplace ? recv : send, c->dt, &bits, c->seed, c->root, 0, n);
+    const void *src = c->inplace ? (rank == c->root ? recv : NULL) : send;
+    rc = baton_broadcast(src, recv, n, c->dt, c->root, comm);
+    return rc ? -1 : (long)(memcmp(recv, expect, n * es) != 0);
   default:
     return baton_barrier(comm) ? -1 : 0;
   }
