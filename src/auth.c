@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <poll.h>
+#include <pthread.h>
 
 #include "auth.h"
 #include "internal.h"
@@ -45,7 +46,17 @@ const char *baton__auth_status_text(unsigned status) {
   return status < AUTH_STATUS_COUNT ? status_texts[status] : "unknown status";
 }
 
+/* libcrypto would free its tables in an atexit handler while a store
+ * thread (of a communicator never destroyed, or of a unique id never used)
+ * may still be drawing nonces; it keeps them instead. */
+static void crypto_init(void) { OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL); }
+static void crypto_ready(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, crypto_init);
+}
+
 int baton__secret_set(baton__secret_t *s, const char *text, char *err, size_t errlen) {
+  crypto_ready();
   size_t len = text ? strlen(text) : 0;
   memset(s, 0, sizeof *s);
   if (len > AUTH_SECRET_MAX) {
@@ -124,6 +135,7 @@ static int fail(baton__auth_t *a, int rc, uint8_t *out, size_t *outlen, int stat
 
 int baton__auth_begin(baton__auth_t *a, int server, const baton__secret_t *s, uint8_t *out,
                       size_t *outlen, char *err, size_t errlen) {
+  crypto_ready();
   memset(a, 0, sizeof *a);
   a->server = server;
   a->secret = s;

@@ -27,9 +27,11 @@ enum {
   BATON__SUB_ALL = 0x3f
 };
 
-extern int baton__log_level;        /* BATON_DEBUG */
-extern unsigned baton__log_subsys;  /* BATON_DEBUG_SUBSYS */
-extern int baton__log_rank;         /* -1 until known */
+/* Atomic: a store thread may log while baton_get_unique_id or another
+ * communicator's init reloads the knobs. */
+extern _Atomic int baton__log_level;       /* BATON_DEBUG */
+extern _Atomic unsigned baton__log_subsys; /* BATON_DEBUG_SUBSYS */
+extern _Atomic int baton__log_rank;        /* -1 until known */
 /* Names by level and by subsystem bit, shared by the logger and the knobs. */
 extern const char *const baton__level_names[4];
 extern const char *const baton__subsys_names[6];

@@ -268,6 +268,8 @@ static void test_unique_id(void) {
   EXPECT(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
              WEXITSTATUS(status) == 0,
          "a damaged unique id must give BATON_EAUTH (wait status %d)", status);
+  int rc = baton_comm_init_rank(NULL, 1, &id, 0); /* takes the id's store and stops it */
+  EXPECT_RC(rc, BATON_EINVAL, baton_last_init_error());
 }
 
 int main(void) {
