@@ -3,12 +3,20 @@
 #   make test                 the whole test suite (see tests/run.sh)
 #   make install PREFIX=DIR   headers, libraries, pkg-config file and tools
 #   make SAN=1                the same with ASan+UBSan, into build-asan/
+#   make TSAN=1               the same with ThreadSanitizer, into build-tsan/
+#   make fuzz                 the libFuzzer targets of tests/fuzz/ (clang), into build-fuzz/
+#   make fuzz-run FUZZ_SECONDS=600   run each of them that long (the suite runs 20 s each)
 
 PREFIX ?= /usr/local
 CC ?= cc
 SAN ?= 0
+TSAN ?= 0
 
-ifeq ($(SAN),1)
+ifeq ($(TSAN),1)
+  BUILD ?= build-tsan
+  SANFLAGS = -fsanitize=thread -fno-omit-frame-pointer
+  OPT = -O1 -g
+else ifeq ($(SAN),1)
   BUILD ?= build-asan
   SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
   OPT = -O1 -g
@@ -21,6 +29,8 @@ endif
 WARN = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fPIC -pthread -Iinclude -Isrc $(SANFLAGS) $(CFLAGS)
 LDFLAGS_ALL = -pthread $(SANFLAGS) $(LDFLAGS)
+# OpenSSL's libcrypto (Debian: libssl-dev) for the HMAC of src/auth.c.
+LIBS = -lcrypto
 
 LIB_SRC = $(wildcard src/*.c src/coll/*.c src/transport/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -40,7 +50,7 @@ $(BUILD)/lib/libbaton.a: $(LIB_OBJ)
 
 $(BUILD)/lib/libbaton.so: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libbaton.so $(LDFLAGS_ALL) -o $@ $^ -lrt
+	$(CC) -shared -Wl,-soname,libbaton.so $(LDFLAGS_ALL) -o $@ $^ -lrt $(LIBS)
 
 # Tools, tests and examples link the static library so that they run from the
 # build tree without LD_LIBRARY_PATH.
@@ -48,17 +58,17 @@ $(BUILD)/lib/libbaton.so: $(LIB_OBJ)
 BENCH_HAVE = $(shell for c in broadcast reduce alltoall gather scatter; do \
   grep -qw "int baton_$$c" include/baton.h && printf ' -DBENCH_HAVE_%s' $$c; done)
 
-$(BUILD)/bin/%: tools/%.c $(wildcard tools/*.h) $(BUILD)/lib/libbaton.a
+$(BUILD)/bin/%: tools/%.c $(wildcard tools/*.h) tests/ref.h $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(BENCH_HAVE) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+	$(CC) $(CFLAGS_ALL) $(BENCH_HAVE) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm $(LIBS)
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm $(LIBS)
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libbaton.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(BUILD)/lib/libbaton.a $(LDFLAGS_ALL) -lrt -lm $(LIBS)
 
 test: all
 	bash tests/run.sh
@@ -78,7 +88,7 @@ install: all
 	install -m 644 include/baton.h include/baton_mpi.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/lib/libbaton.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(BUILD)/lib/libbaton.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/bin/baton-run $(BUILD)/bin/baton-bench $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BUILD)/bin/baton-run $(BUILD)/bin/baton-bench $(BUILD)/bin/baton-soak $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(BUILD)/bin/baton-viz $(BUILD)/bin/baton-model $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
 
@@ -90,7 +100,34 @@ install-python:
 	install -d $(PYPKG)
 	install -m 644 python/baton/*.py $(PYPKG)/
 
-clean:
-	rm -rf build build-asan
+# ---------------------------------------------------------------- fuzzing
+# The library again, built by clang with coverage for libFuzzer and with
+# ASan+UBSan; one program per tests/fuzz/fuzz_*.c. A target may include the
+# source file it fuzzes; the archive then supplies only the rest.
+FUZZ_CC ?= clang
+FUZZ_BUILD = build-fuzz
+FUZZ_SECONDS ?= 20
+FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g $(WARN) -pthread -Iinclude -Isrc $(FUZZ_SAN)
+FUZZ_LIB_OBJ = $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZERS = $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))
 
-.PHONY: all test demo compare install install-python clean
+$(FUZZ_BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_BUILD)/libbaton.a: $(FUZZ_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_BUILD)/libbaton.a $(wildcard src/*.c src/*.h)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< -o $@ $(FUZZ_BUILD)/libbaton.a -lrt -lm $(LIBS)
+
+fuzz: $(FUZZERS)
+
+fuzz-run: fuzz
+	bash tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz
+
+.PHONY: all test demo compare install install-python clean fuzz fuzz-run

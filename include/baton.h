@@ -64,6 +64,7 @@ typedef enum {
   XX(ENOMEM, -6, "out of memory")                                              \
   XX(EINTERNAL, -7, "internal error")                                          \
   XX(EPROTO, -8, "malformed message from a peer")                             \
+  XX(EAUTH, -9, "authentication failed: the job's secret differs or is missing") \
   XX(EABORTED, -10, "the communicator was aborted")                            \
   XX(EMISMATCH, -11, "ranks made different calls")
 
@@ -91,6 +92,9 @@ const char *baton_op_name(baton_op_t op);
  * baton-run sets them. Blocks until all BATON_SIZE ranks have joined or
  * BATON_TIMEOUT seconds have passed. On failure *comm is set to NULL and the
  * reason is logged at WARN; call baton_last_init_error() for the text.
+ * Every rank must have the job's BATON_SECRET (baton-run makes one per job):
+ * a process whose secret differs, or that has none while the job has one,
+ * gets BATON_EAUTH and the job goes on without it.
  */
 int baton_comm_init(baton_comm_t **comm);
 
@@ -103,6 +107,8 @@ int baton_comm_init(baton_comm_t **comm);
  * BATON_SOCKET_IFNAME, else on the first non-loopback IPv4 interface that is
  * up (127.0.0.1 when there is none), on a free port. Other knobs still come
  * from the environment. The process that made the id must take part.
+ * Unless BATON_SECRET is set (then on every rank), the id's random nonce is
+ * the secret of the job: only processes that were given the id can join.
  */
 #define BATON_UNIQUE_ID_BYTES 128
 typedef struct {

@@ -212,6 +212,7 @@ static int learn_hosts(baton_comm_t *c, char *err, size_t errlen) {
 typedef struct {
   int rank, size;
   const char *addr;
+  const char *nonce; /* the unique id's, the secret when BATON_SECRET is unset */
 } given_t;
 
 static int read_identity(baton_comm_t *c, const given_t *given, char *host, size_t hostlen,
@@ -364,7 +365,8 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
     return rc;
   baton__tcp_args_t a = {.rank = c->rank, .size = n, .comm_id = c->id, .sig = &c->sig,
                          .to = &next, .from = &prev, .nto = !c->to[next],
-                         .nfrom = !c->from[prev], .local_ip = ip, .hosts = c->hosts};
+                         .nfrom = !c->from[prev], .local_ip = ip, .hosts = c->hosts,
+                         .secret = &c->secret};
   if ((rc = baton__tcp_setup(c->store, &a, &c->params, &c->tcp, err, errlen)) != 0)
     return rc;
   if (!c->to[next])
@@ -453,22 +455,23 @@ int baton_get_unique_id(baton_unique_id_t *id) {
   }
   if (!host[0])
     snprintf(host, sizeof host, "%s", ip);
-  baton__store_server_t *srv;
-  if ((rc = baton__store_serve(host, port, &srv, err, errlen)) != 0)
-    return rc;
   unsigned char r[16];
   FILE *f = fopen("/dev/urandom", "rb");
   int got = f && fread(r, sizeof r, 1, f) == 1;
   if (f)
     fclose(f);
   if (!got) {
-    baton__store_stop(srv);
     snprintf(err, errlen, "cannot read /dev/urandom for the unique id");
     return BATON_ESYS;
   }
   char nonce[33], addr[80];
   for (int i = 0; i < 16; i++)
     snprintf(nonce + 2 * i, 3, "%02x", r[i]);
+  baton__secret_t secret; /* as load_secret() will choose it */
+  baton__store_server_t *srv;
+  if ((rc = baton__secret_set(&secret, p.secret[0] ? p.secret : nonce, err, errlen)) != 0 ||
+      (rc = baton__store_serve(host, port, &secret, p.timeout_s, &srv, err, errlen)) != 0)
+    return rc;
   baton__store_format_addr(addr, sizeof addr, host, baton__store_port(srv));
   memset(id, 0, sizeof *id);
   snprintf(id->internal, sizeof id->internal, ID_PREFIX "%.79s %.32s", addr, nonce);
@@ -505,6 +508,23 @@ static baton__store_server_t *adopt_server(const char *nonce) {
 
 /* ----------------------------------------------------------------- init */
 
+/* The secret every connection of this communicator proves: BATON_SECRET, or
+ * else the nonce of the unique id, which only the processes it was handed
+ * to know. With neither, rank 0 (which serves the store) says once per
+ * process that anyone may connect. */
+static int load_secret(baton_comm_t *c, const given_t *given, const char *host, int port,
+                       char *err, size_t errlen) {
+  static int warned;
+  const char *text = c->params.secret[0] || !given ? c->params.secret : given->nonce;
+  int rc = baton__secret_set(&c->secret, text, err, errlen);
+  if (rc == BATON_OK && c->secret.len == 0 && c->rank == 0 && !warned) {
+    warned = 1;
+    BATON_WARN(INIT, "BATON_SECRET is not set: the store at %s:%d accepts any process that "
+               "connects; baton-run sets a secret for each job", host, port);
+  }
+  return rc;
+}
+
 static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_server_t *srv) {
   char *err = init_error, host[256];
   size_t errlen = sizeof init_error;
@@ -525,12 +545,15 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
     return BATON_ENOMEM;
   }
   c->server = srv;
-  if ((rc = read_identity(c, given, host, sizeof host, &port, err, errlen)) != 0)
+  if ((rc = read_identity(c, given, host, sizeof host, &port, err, errlen)) != 0 ||
+      (rc = load_secret(c, given, host, port, err, errlen)) != 0)
     goto fail;
   if (!given && c->rank == 0 &&
-      (rc = baton__store_serve(host, port, &c->server, err, errlen)) != 0)
+      (rc = baton__store_serve(host, port, &c->secret, c->params.timeout_s, &c->server, err,
+                               errlen)) != 0)
     goto fail;
-  if ((rc = baton__store_connect(host, port, c->params.timeout_s, &c->store, err, errlen)) != 0)
+  if ((rc = baton__store_connect(host, port, c->params.timeout_s, &c->secret, &c->store, err,
+                                 errlen)) != 0)
     goto fail;
   if ((rc = alloc_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
       (rc = share_id(c, err, errlen)) != 0)
@@ -574,7 +597,7 @@ int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t 
       *comm = NULL;
     return BATON_EINVAL;
   }
-  given_t g = {rank, size, addr};
+  given_t g = {rank, size, addr, nonce};
   if (size < 1 || rank < 0 || rank >= size) /* fail before taking the store */
     return init_comm(comm, &g, NULL);
   return init_comm(comm, &g, adopt_server(nonce));

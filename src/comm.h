@@ -11,6 +11,7 @@
 struct baton_comm {
   int rank, size;
   baton__params_t params;
+  baton__secret_t secret;        /* BATON_SECRET; every connection proves it */
   baton__store_server_t *server; /* rank 0 only */
   baton__store_t *store;
   uint64_t id;                   /* random, the same on every rank */

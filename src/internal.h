@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "baton.h"
 
 #define BATON__ERRLEN 512
@@ -26,9 +27,11 @@ enum {
   BATON__SUB_ALL = 0x3f
 };
 
-extern int baton__log_level;        /* BATON_DEBUG */
-extern unsigned baton__log_subsys;  /* BATON_DEBUG_SUBSYS */
-extern int baton__log_rank;         /* -1 until known */
+/* Atomic: a store thread may log while baton_get_unique_id or another
+ * communicator's init reloads the knobs. */
+extern _Atomic int baton__log_level;       /* BATON_DEBUG */
+extern _Atomic unsigned baton__log_subsys; /* BATON_DEBUG_SUBSYS */
+extern _Atomic int baton__log_rank;        /* -1 until known */
 /* Names by level and by subsystem bit, shared by the logger and the knobs. */
 extern const char *const baton__level_names[4];
 extern const char *const baton__subsys_names[6];
@@ -66,6 +69,7 @@ typedef struct {
   char hostid[256];        /* BATON_HOSTID, "" when unset */
   char socket_ifname[256]; /* BATON_SOCKET_IFNAME, "" when unset */
   int nsocks;              /* BATON_NSOCKS */
+  char secret[256];        /* BATON_SECRET, "" when unset */
   char trace[256];         /* BATON_TRACE, "" when unset */
   /* Not knobs: filled by baton__launch_env (launch_env.c). */
   char launcher[96];       /* where rank and size came from, e.g. "torchrun (RANK, WORLD_SIZE)" */
@@ -111,16 +115,21 @@ uint16_t baton__float_to_bf16(float f);     /* round to nearest even */
 typedef struct baton__store_server baton__store_server_t;
 typedef struct baton__store baton__store_t;
 
-/* Listens on host:port (host may be "0.0.0.0") and serves from a thread. */
-int baton__store_serve(const char *host, int port,
-                       baton__store_server_t **out, char *err, size_t errlen);
+/* Listens on host:port only (host "0.0.0.0" means every interface) and
+ * serves from a thread. With a secret (len > 0) a client must pass the
+ * handshake of auth.h within timeout_s before any request is read. */
+int baton__store_serve(const char *host, int port, const baton__secret_t *secret,
+                       double timeout_s, baton__store_server_t **out, char *err,
+                       size_t errlen);
 void baton__store_stop(baton__store_server_t *srv);
 /* The port it listens on (useful after asking for port 0). */
 int baton__store_port(const baton__store_server_t *srv);
 
-/* Connects, retrying until timeout_s has passed. */
+/* Connects, retrying until timeout_s has passed, and then authenticates
+ * with secret when it is set (BATON_EAUTH when the store turns us away). */
 int baton__store_connect(const char *host, int port, double timeout_s,
-                         baton__store_t **out, char *err, size_t errlen);
+                         const baton__secret_t *secret, baton__store_t **out, char *err,
+                         size_t errlen);
 int baton__store_set(baton__store_t *st, const char *key, const void *val,
                      size_t len, char *err, size_t errlen);
 /* Waits until key exists (or timeout_s passes) and copies its value into
@@ -138,5 +147,8 @@ int baton__parse_hostport(const char *s, const char *what, char *host,
 /* ----------------------------------------------------------------- util */
 
 double baton__now(void); /* seconds, CLOCK_MONOTONIC */
+/* BATON_OK once fd has one of events, BATON_ETIMEDOUT at deadline
+ * (baton__now() seconds), or BATON_ESYS with errno set. */
+int baton__wait_fd(int fd, short events, double deadline);
 
 #endif /* BATON_INTERNAL_H */

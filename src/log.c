@@ -10,9 +10,9 @@
 
 #include "internal.h"
 
-int baton__log_level = BATON__LOG_WARN;
-unsigned baton__log_subsys = BATON__SUB_ALL;
-int baton__log_rank = -1;
+_Atomic int baton__log_level = BATON__LOG_WARN;
+_Atomic unsigned baton__log_subsys = BATON__SUB_ALL;
+_Atomic int baton__log_rank = -1;
 
 const char *const baton__level_names[4] = {"NONE", "WARN", "INFO", "TRACE"};
 const char *const baton__subsys_names[6] = {"INIT", "BOOT", "COLL", "SHM", "NET", "ENV"};

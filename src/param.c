@@ -14,7 +14,8 @@
 
 #include "internal.h"
 
-typedef enum { P_INT, P_DOUBLE, P_BYTES, P_STRING, P_LEVEL, P_SUBSYS } ptype_t;
+/* P_SECRET is a string whose value is never logged. */
+typedef enum { P_INT, P_DOUBLE, P_BYTES, P_STRING, P_LEVEL, P_SUBSYS, P_SECRET } ptype_t;
 
 typedef struct {
   const char *name;
@@ -60,10 +61,12 @@ static const param_row_t rows[] = {
      "TCP: sockets per connection; frames are spread over them"},
     {"BATON_TRACE", P_STRING, "", 0, 0, F(trace),
      "file to write a JSON line per step of every collective to, %r = rank (docs/trace.md)"},
+    {"BATON_SECRET", P_SECRET, "", 0, 0, F(secret),
+     "the job's shared secret: every connection proves it knows it (HMAC); baton-run sets one"},
 };
 
-static const char *const type_names[] = {"int", "float", "bytes",
-                                         "string", "level", "list"};
+static const char *const type_names[] = {"int",   "float", "bytes", "string",
+                                         "level", "list",  "secret"};
 
 /* "64K", "1M", "3G" or plain bytes. */
 static int parse_bytes(const char *s, double *out) {
@@ -137,6 +140,7 @@ static int set_field(const param_row_t *r, const char *s, baton__params_t *p,
   double v;
   switch (r->type) {
   case P_STRING:
+  case P_SECRET: /* both fields are char[256] */
     if (strlen(s) >= sizeof p->addr)
       return -1;
     strcpy(field, s);
@@ -161,7 +165,7 @@ static int set_field(const param_row_t *r, const char *s, baton__params_t *p,
 }
 
 static void describe_range(const param_row_t *r, char *buf, size_t len) {
-  if (r->type == P_STRING || r->type == P_LEVEL || r->type == P_SUBSYS)
+  if (r->type == P_STRING || r->type == P_LEVEL || r->type == P_SUBSYS || r->type == P_SECRET)
     snprintf(buf, len, "see description");
   else
     snprintf(buf, len, "%.15g..%.15g", r->min, r->max);
@@ -183,7 +187,8 @@ int baton__params_load(baton__params_t *p, char *err, size_t errlen) {
       char range[64];
       describe_range(&rows[i], range, sizeof range);
       snprintf(err, errlen, "%s=\"%s\" is not a valid %s (range %s): %s",
-               rows[i].name, s, type_names[rows[i].type], range, rows[i].desc);
+               rows[i].name, rows[i].type == P_SECRET ? "(not shown)" : s,
+               type_names[rows[i].type], range, rows[i].desc);
       return BATON_EUSAGE;
     }
   }
@@ -192,7 +197,9 @@ int baton__params_load(baton__params_t *p, char *err, size_t errlen) {
   baton__log_rank = p->rank;
   for (size_t i = 0; i < nrows; i++) {
     const char *s = getenv(rows[i].name);
-    if (s)
+    if (s && rows[i].type == P_SECRET)
+      BATON_INFO(ENV, "%s set (%zu bytes, not shown)", rows[i].name, strlen(s));
+    else if (s)
       BATON_INFO(ENV, "%s set to %s", rows[i].name, s);
   }
   return BATON_OK;

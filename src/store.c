@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "internal.h"
 #include "store.h"
 
@@ -102,9 +103,7 @@ static int req_fail(req_t *q, int rc, const char *why, const char *errtext) {
   return rc;
 }
 
-/* BATON_OK once fd is ready, BATON_ETIMEDOUT at the deadline, or BATON_ESYS
- * with errno set. */
-static int wait_fd(int fd, short events, double deadline) {
+int baton__wait_fd(int fd, short events, double deadline) {
   for (;;) { /* polls at least once, even when the deadline has passed */
     double left = deadline - baton__now();
     struct pollfd p = {.fd = fd, .events = events};
@@ -129,7 +128,7 @@ static int xfer(req_t *q, int sending, void *buf, size_t len) {
     } else if (r == 0) {
       return req_fail(q, BATON_EREMOTE, "the server closed the connection", NULL);
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      int rc = wait_fd(q->st->fd, sending ? POLLOUT : POLLIN, q->deadline);
+      int rc = baton__wait_fd(q->st->fd, sending ? POLLOUT : POLLIN, q->deadline);
       if (rc == BATON_ESYS)
         return req_fail(q, rc, "poll", strerror(errno));
       snprintf(why, sizeof why, "%s within %.1f s", sending ? "could not send" : "no reply", q->timeout_s);
@@ -141,6 +140,25 @@ static int xfer(req_t *q, int sending, void *buf, size_t len) {
     }
   }
   return BATON_OK;
+}
+
+/* The store turned us away with a handshake RESULT instead of a reply. */
+static int refused(req_t *q, const uint8_t *b) {
+  int status = baton__auth_result_status(b);
+  if (status < 0)
+    return 0;
+  return req_fail(q, BATON_EAUTH, "the store turned this process away",
+                  status == AUTH_SECRET_REQUIRED
+                      ? "it requires the job's secret and BATON_SECRET is not set here"
+                      : baton__auth_status_text((unsigned)status));
+}
+
+/* After a failed send: the store may have said why before it hung up. */
+static int send_failed(req_t *q, int rc) {
+  uint8_t b[STORE_HDR];
+  if (rc == BATON_EREMOTE && recv(q->st->fd, b, sizeof b, MSG_DONTWAIT) == STORE_HDR)
+    return refused(q, b) ? BATON_EAUTH : rc;
+  return rc;
 }
 
 /* Sends op with q->key and val, then reads the header of the reply `want`. */
@@ -156,11 +174,13 @@ static int request(req_t *q, unsigned op, const void *val, uint32_t vlen,
   baton__store_hdr_pack(buf, op, (uint32_t)klen, vlen);
   memcpy(buf + STORE_HDR, q->key, klen);
   if ((rc = xfer(q, 1, buf, STORE_HDR + klen)) != BATON_OK ||
-      (vlen && (rc = xfer(q, 1, (void *)val, vlen)) != BATON_OK) ||
-      (rc = xfer(q, 0, buf, STORE_HDR)) != BATON_OK)
+      (vlen && (rc = xfer(q, 1, (void *)val, vlen)) != BATON_OK))
+    return send_failed(q, rc);
+  if ((rc = xfer(q, 0, buf, STORE_HDR)) != BATON_OK)
     return rc;
   if (baton__store_hdr_parse(buf, rh, why, sizeof why) != 0)
-    return req_fail(q, BATON_EPROTO, "bad reply from the server", why);
+    return refused(q, buf) ? BATON_EAUTH
+                           : req_fail(q, BATON_EPROTO, "bad reply from the server", why);
   if (rh->op != want) {
     snprintf(why, sizeof why, "%s instead of %s", baton__store_ops[rh->op].name,
              baton__store_ops[want].name);
@@ -232,7 +252,7 @@ static int connect_once(const char *host, int port, double deadline,
       e = 0;
     else if (errno != EINPROGRESS)
       e = errno;
-    else if (wait_fd(fd, POLLOUT, deadline) != BATON_OK)
+    else if (baton__wait_fd(fd, POLLOUT, deadline) != BATON_OK)
       e = ETIMEDOUT;
     else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen) != 0)
       e = errno;
@@ -248,10 +268,12 @@ static int connect_once(const char *host, int port, double deadline,
 }
 
 int baton__store_connect(const char *host, int port, double timeout_s,
-                         baton__store_t **out, char *err, size_t errlen) {
+                         const baton__secret_t *secret, baton__store_t **out, char *err,
+                         size_t errlen) {
   baton__store_t *st;
   double deadline = baton__now() + timeout_s, backoff = 0.01;
-  char why[256] = "no attempt made";
+  char why[256] = "no attempt made", who[320];
+  int rc;
 
   *out = NULL;
   if (!(st = calloc(1, sizeof *st))) {
@@ -270,6 +292,10 @@ int baton__store_connect(const char *host, int port, double timeout_s,
     backoff = backoff * 2 < 0.1 ? backoff * 2 : 0.1;
   }
   BATON_TRACE(BOOT, "store: connected to %s", st->addr);
+  snprintf(who, sizeof who, "the store at %s", st->addr);
+  if ((rc = baton__auth_client(st->fd, secret, who, baton__now() + timeout_s, err, errlen)) !=
+      BATON_OK)
+    goto fail_auth;
   *out = st;
   return BATON_OK;
 
@@ -277,6 +303,10 @@ fail_connect:
   snprintf(err, errlen, "store: cannot connect to %s within %.1f s: %s", st->addr, timeout_s, why);
   free(st);
   return BATON_ETIMEDOUT;
+fail_auth:
+  close(st->fd);
+  free(st);
+  return rc;
 }
 
 void baton__store_close(baton__store_t *st) {

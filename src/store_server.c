@@ -7,6 +7,11 @@
  * a key that nobody has set yet, the server reads nothing more from it. A SET
  * answers every GET parked on its key. A client that sends anything
  * malformed is dropped with a WARN, and the other clients never notice.
+ *
+ * With a secret, a new client must first pass the handshake of auth.h, run
+ * by the same loop through the same header-then-body reads, within the
+ * store's timeout; until then nothing it sends is taken as a request. A
+ * client that fails is told why (a RESULT), dropped and logged once.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -21,10 +26,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "internal.h"
 #include "store.h"
 
 #define STORE_MAX_CONNS 8192
+/* Clients still in their handshake. Past this many the oldest is dropped,
+ * so that strangers who connect and say nothing cannot use up the file
+ * descriptors (or the slots) that the job's ranks need to join. */
+#define STORE_MAX_PENDING 512
 #define STORE_BUCKETS 4096 /* fixed: the store holds a few keys per rank */
 
 /* ------------------------------------------------------------- the table */
@@ -39,12 +49,15 @@ typedef struct {
   int fd;
   int dead;
   int parked; /* its GET waits for the key in body */
+  int authed; /* passed the handshake, or the store has no secret */
+  baton__auth_t auth;
+  double auth_deadline;
   char peer[64];
   uint8_t hdr[STORE_HDR];
   size_t hdr_got;
   baton__store_hdr_t h;
   uint8_t *body; /* key, then value, of the request being read */
-  size_t body_got;
+  size_t body_len, body_got;
   uint8_t *out; /* the reply being written */
   size_t out_len, out_sent;
 } conn_t;
@@ -56,6 +69,8 @@ struct baton__store_server {
   conn_t *conns;
   size_t nconns, capconns;
   struct pollfd *pfds; /* wakefd, lfd, then one per conn */
+  baton__secret_t secret;
+  double auth_s; /* how long a new client may take to authenticate */
   entry_t *table[STORE_BUCKETS];
 };
 
@@ -118,19 +133,46 @@ static void conn_write(baton__store_server_t *srv, conn_t *c) {
   c->out = NULL;
 }
 
-static void conn_reply(baton__store_server_t *srv, conn_t *c, unsigned op,
+/* Sends head (n bytes) and val, as far as the socket takes them now. */
+static void conn_queue(baton__store_server_t *srv, conn_t *c, const uint8_t *head, size_t n,
                        const uint8_t *val, uint32_t vlen) {
-  c->out = malloc(STORE_HDR + (size_t)vlen);
+  c->out = malloc(n + (size_t)vlen);
   if (!c->out) {
     conn_drop(srv, c, 1, "out of memory for the reply");
     return;
   }
-  baton__store_hdr_pack(c->out, op, 0, vlen);
+  memcpy(c->out, head, n);
   if (vlen)
-    memcpy(c->out + STORE_HDR, val, vlen);
-  c->out_len = STORE_HDR + (size_t)vlen;
+    memcpy(c->out + n, val, vlen);
+  c->out_len = n + (size_t)vlen;
   c->out_sent = 0;
   conn_write(srv, c);
+}
+
+static void conn_reply(baton__store_server_t *srv, conn_t *c, unsigned op,
+                       const uint8_t *val, uint32_t vlen) {
+  uint8_t hdr[STORE_HDR];
+  baton__store_hdr_pack(hdr, op, 0, vlen);
+  conn_queue(srv, c, hdr, STORE_HDR, val, vlen);
+}
+
+/* Tells a client why it is turned away (one try, never waiting) and drops
+ * it with one WARN. What it sent and we did not read is read first: closing
+ * a socket with unread bytes resets the connection, and the reset could
+ * reach the client before our reason does. */
+static void conn_refuse(baton__store_server_t *srv, conn_t *c, const uint8_t *msg, size_t n,
+                        const char *why) {
+  char text[BATON__ERRLEN + 16];
+  uint8_t scratch[4096];
+  if (n) {
+    ssize_t w = send(c->fd, msg, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+  }
+  shutdown(c->fd, SHUT_WR);
+  for (int i = 0; i < 64 && recv(c->fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0; i++)
+    ;
+  snprintf(text, sizeof text, "rejected: %s", why);
+  conn_drop(srv, c, 1, text);
 }
 
 /* Answers every GET parked on e's key. */
@@ -151,7 +193,6 @@ static void handle_request(baton__store_server_t *srv, conn_t *c) {
   const uint8_t *key = c->body;
   entry_t *e;
 
-  c->hdr_got = c->body_got = 0;
   if (c->h.op == OP_GET) {
     e = *kv_slot(srv, key, c->h.klen);
     c->parked = (e == NULL); /* keeps body: wake_parked() needs the key */
@@ -170,51 +211,95 @@ static void handle_request(baton__store_server_t *srv, conn_t *c) {
 }
 
 /* A client may send only well-formed SET and GET headers. */
-static int request_hdr_check(conn_t *c, char *why, size_t whylen) {
-  if (baton__store_hdr_parse(c->hdr, &c->h, why, whylen) != 0)
-    return -1;
-  if (c->h.op == OP_SET || c->h.op == OP_GET)
+static int request_hdr_check(baton__store_server_t *srv, conn_t *c) {
+  char why[128];
+  if (baton__store_hdr_parse(c->hdr, &c->h, why, sizeof why) == 0 &&
+      (c->h.op == OP_SET || c->h.op == OP_GET)) {
+    c->body_len = (size_t)c->h.klen + c->h.vlen;
     return 0;
-  snprintf(why, whylen, "a client may not send %s", baton__store_ops[c->h.op].name);
+  }
+  if (baton__store_hdr_parse(c->hdr, &c->h, why, sizeof why) == 0) {
+    snprintf(why, sizeof why, "a client may not send %s", baton__store_ops[c->h.op].name);
+  } else if (srv->secret.len == 0 && memcmp(c->hdr, "BTAU", 4) == 0) {
+    uint8_t msg[AUTH_HDR];
+    baton__auth_result_pack(msg, AUTH_NO_SECRET);
+    conn_refuse(srv, c, msg, sizeof msg, "it has a BATON_SECRET and this store has none");
+    return -1;
+  }
+  conn_drop(srv, c, 1, why);
   return -1;
 }
 
-/* Reads one request, resuming wherever the last call stopped. */
+/* The next header of a client that has not authenticated yet. */
+static int auth_hdr_check(baton__store_server_t *srv, conn_t *c) {
+  uint8_t out[AUTH_MSG_MAX];
+  size_t outlen;
+  char why[BATON__ERRLEN];
+  if (baton__auth_header(&c->auth, c->hdr, &c->body_len, out, &outlen, why, sizeof why) == 0)
+    return 0;
+  conn_refuse(srv, c, out, outlen, why);
+  return -1;
+}
+
+/* A whole handshake message has arrived. */
+static void handle_auth(baton__store_server_t *srv, conn_t *c) {
+  uint8_t out[AUTH_MSG_MAX];
+  size_t outlen;
+  char why[BATON__ERRLEN];
+  int rc = baton__auth_body(&c->auth, c->body, out, &outlen, why, sizeof why);
+  free(c->body);
+  c->body = NULL;
+  if (rc != BATON_OK) {
+    conn_refuse(srv, c, out, outlen, why);
+    return;
+  }
+  if (baton__auth_done(&c->auth)) {
+    c->authed = 1;
+    BATON_TRACE(BOOT, "store %s: client %s authenticated", srv->addr, c->peer);
+  }
+  if (outlen)
+    conn_queue(srv, c, out, outlen, NULL, 0);
+}
+
+/* A header is complete: check it and make room for the body. */
+static int conn_header(baton__store_server_t *srv, conn_t *c) {
+  if ((c->authed ? request_hdr_check(srv, c) : auth_hdr_check(srv, c)) != 0)
+    return -1;
+  if (!(c->body = malloc(c->body_len ? c->body_len : 1))) {
+    conn_drop(srv, c, 1, "out of memory for the request");
+    return -1;
+  }
+  return 0;
+}
+
+/* Reads one message, resuming wherever the last call stopped. */
 static void conn_read(baton__store_server_t *srv, conn_t *c) {
   char why[128];
   for (;;) {
     int in_hdr = c->hdr_got < STORE_HDR;
-    size_t total = in_hdr ? STORE_HDR : (size_t)c->h.klen + c->h.vlen;
+    size_t total = in_hdr ? STORE_HDR : c->body_len;
     size_t got = in_hdr ? c->hdr_got : c->body_got;
-    ssize_t r = recv(c->fd, in_hdr ? c->hdr + got : c->body + got,
-                     total - got, 0);
+    if (!in_hdr && got == total) {
+      c->hdr_got = c->body_got = 0;
+      c->authed ? handle_request(srv, c) : handle_auth(srv, c);
+      return;
+    }
+    ssize_t r = recv(c->fd, in_hdr ? c->hdr + got : c->body + got, total - got, 0);
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       return;
     if (r <= 0) {
-      snprintf(why, sizeof why, "%s after %zu of %zu bytes of a %s",
+      snprintf(why, sizeof why, "%s after %zu of %zu bytes of a %s%s",
                r < 0 ? strerror(errno) : "connection closed", got, total,
-               in_hdr ? "header" : "body");
-      conn_drop(srv, c, !(r == 0 && in_hdr && got == 0), why);
+               c->authed ? "" : "handshake ", in_hdr ? "header" : "body");
+      conn_drop(srv, c, !(r == 0 && in_hdr && got == 0 && c->authed), why);
       return;
     }
-    if (!in_hdr) {
+    if (!in_hdr)
       c->body_got += (size_t)r;
-    } else if ((c->hdr_got += (size_t)r) == STORE_HDR) {
-      if (request_hdr_check(c, why, sizeof why) != 0) {
-        conn_drop(srv, c, 1, why);
-        return;
-      }
-      if (!(c->body = malloc((size_t)c->h.klen + c->h.vlen))) {
-        conn_drop(srv, c, 1, "out of memory for the request");
-        return;
-      }
-    }
-    if (!in_hdr && c->body_got == total) {
-      handle_request(srv, c);
+    else if ((c->hdr_got += (size_t)r) == STORE_HDR && conn_header(srv, c) != 0)
       return;
-    }
   }
 }
 
@@ -236,6 +321,36 @@ static int conns_grow(baton__store_server_t *srv) {
   return 0;
 }
 
+/* A new client: with a secret, the handshake comes first. */
+static void conn_start(baton__store_server_t *srv, conn_t *c) {
+  uint8_t out[AUTH_MSG_MAX];
+  size_t outlen;
+  char why[BATON__ERRLEN];
+  c->authed = srv->secret.len == 0;
+  c->auth_deadline = baton__now() + srv->auth_s;
+  if (!c->authed && baton__auth_begin(&c->auth, 1, &srv->secret, out, &outlen, why, sizeof why))
+    conn_drop(srv, c, 1, why);
+}
+
+/* When more than `keep` clients are in their handshake, drops the one that
+ * has waited longest; 0 when it dropped one. */
+static int drop_oldest_pending(baton__store_server_t *srv, size_t keep, const char *why) {
+  conn_t *oldest = NULL;
+  size_t pending = 0;
+  for (size_t i = 0; i < srv->nconns; i++) {
+    conn_t *c = &srv->conns[i];
+    if (c->dead || c->authed)
+      continue;
+    pending++;
+    if (!oldest || c->auth_deadline < oldest->auth_deadline)
+      oldest = c;
+  }
+  if (pending <= keep)
+    return -1;
+  conn_drop(srv, oldest, 1, why);
+  return 0;
+}
+
 static void accept_all(baton__store_server_t *srv) {
   for (;;) {
     struct sockaddr_storage ss;
@@ -244,6 +359,10 @@ static void accept_all(baton__store_server_t *srv) {
     int fd = accept4(srv->lfd, (struct sockaddr *)&ss, &sl,
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+      continue;
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) &&
+        drop_oldest_pending(srv, 0, "rejected: out of file descriptors while it had not "
+                                    "finished its handshake") == 0)
       continue;
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -263,6 +382,9 @@ static void accept_all(baton__store_server_t *srv) {
     memset(c, 0, sizeof *c);
     c->fd = fd;
     baton__store_format_addr(c->peer, sizeof c->peer, host, atoi(serv));
+    conn_start(srv, c);
+    drop_oldest_pending(srv, STORE_MAX_PENDING, "rejected: too many clients waiting for a "
+                                                "handshake; this one waited longest");
   }
 }
 
@@ -283,15 +405,40 @@ static void conn_service(baton__store_server_t *srv, conn_t *c, short rev) {
     conn_read(srv, c);
 }
 
+/* Drops the clients whose handshake is overdue; returns the poll timeout
+ * (ms) until the next one is due, -1 when none is pending. */
+static int expire_handshakes(baton__store_server_t *srv) {
+  double t = baton__now(), next = -1;
+  char why[96];
+  for (size_t i = 0; i < srv->nconns; i++) {
+    conn_t *c = &srv->conns[i];
+    if (c->dead || c->authed)
+      continue;
+    if (c->auth_deadline <= t) {
+      snprintf(why, sizeof why, "rejected: no handshake within %.3g s", srv->auth_s);
+      conn_drop(srv, c, 1, why);
+    } else if (next < 0 || c->auth_deadline < next) {
+      next = c->auth_deadline;
+    }
+  }
+  return next < 0 ? -1 : next - t > 3600 ? 3600000 : (int)((next - t) * 1000) + 1;
+}
+
 static void *serve_loop(void *arg) {
   baton__store_server_t *srv = arg;
   for (;;) {
+    int timeout_ms = expire_handshakes(srv);
+    for (size_t i = 0; i < srv->nconns;) /* forget the dropped ones */
+      if (srv->conns[i].dead)
+        srv->conns[i] = srv->conns[--srv->nconns];
+      else
+        i++;
     srv->pfds[0] = (struct pollfd){.fd = srv->wakefd, .events = POLLIN};
     srv->pfds[1] = (struct pollfd){.fd = srv->lfd, .events = POLLIN};
     for (size_t i = 0; i < srv->nconns; i++)
       srv->pfds[2 + i] = (struct pollfd){.fd = srv->conns[i].fd,
                                          .events = conn_events(&srv->conns[i])};
-    if (poll(srv->pfds, 2 + srv->nconns, -1) < 0) {
+    if (poll(srv->pfds, 2 + srv->nconns, timeout_ms) < 0) {
       if (errno == EINTR)
         continue;
       BATON_WARN(BOOT, "store %s: poll: %s; the store stops serving", srv->addr, strerror(errno));
@@ -302,11 +449,6 @@ static void *serve_loop(void *arg) {
     for (size_t i = 0; i < srv->nconns; i++)
       if (srv->pfds[2 + i].revents)
         conn_service(srv, &srv->conns[i], srv->pfds[2 + i].revents);
-    for (size_t i = 0; i < srv->nconns;) /* forget the dropped ones */
-      if (srv->conns[i].dead)
-        srv->conns[i] = srv->conns[--srv->nconns];
-      else
-        i++;
     if (srv->pfds[1].revents)
       accept_all(srv);
   }
@@ -357,14 +499,16 @@ static void server_free(baton__store_server_t *srv) {
   free(srv);
 }
 
-int baton__store_serve(const char *host, int port,
-                       baton__store_server_t **out, char *err, size_t errlen) {
+int baton__store_serve(const char *host, int port, const baton__secret_t *secret,
+                       double timeout_s, baton__store_server_t **out, char *err,
+                       size_t errlen) {
   baton__store_server_t *srv;
   int rc;
 
   *out = NULL;
-  if (!host || port < 0 || port > 65535) {
-    snprintf(err, errlen, "store: bad listen address (port %d)", port);
+  if (!host || port < 0 || port > 65535 || !secret || !(timeout_s > 0)) {
+    snprintf(err, errlen, "store: bad arguments (host %s, port %d, %s, timeout %g s)",
+             host ? host : "NULL", port, secret ? "a secret" : "no secret struct", timeout_s);
     return BATON_EINVAL;
   }
   if (!(srv = calloc(1, sizeof *srv)) || !(srv->pfds = malloc(2 * sizeof *srv->pfds))) {
@@ -373,6 +517,8 @@ int baton__store_serve(const char *host, int port,
     goto fail_alloc;
   }
   baton__store_format_addr(srv->addr, sizeof srv->addr, *host ? host : "*", port);
+  srv->secret = *secret;
+  srv->auth_s = timeout_s;
   if ((srv->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
     rc = BATON_ESYS;
     snprintf(err, errlen, "store %s: eventfd: %s", srv->addr, strerror(errno));

@@ -233,6 +233,45 @@ static inline void ref_fill(void *buf, baton_dtype_t dt, const gen_spec_t *g,
     ref_store(buf, dt, j, ref_gen(dt, g, seed, rank, first + j));
 }
 
+/* ------------------------------------------------------- exact inputs */
+
+/*
+ * Inputs for which every reduction order is exact, per dtype and op. Partial
+ * sums of up to 8 ranks stay within the type's significand (bfloat16 has 8
+ * bits: halves up to 4 sum to at most 32, 64 steps of 0.5; float32 sixteenths
+ * up to 4096 need 20 bits); products of 8 are powers of two within 2^+-8.
+ * Integer SUM and PROD wrap only where wrapping is defined: unsigned types,
+ * and int8, which C computes in int. Signed 32- and 64-bit values stay small
+ * enough not to overflow. AVG keeps its sums exact and unwrapped, so that
+ * sum / N is well defined. MIN and MAX take any value but NaN.
+ */
+#define BITS {GEN_BITS, 0, 0, 0}
+#define INT(lo, hi, shift) {GEN_INT, lo, hi, shift}
+#define NONZERO(lo, hi) {GEN_NONZERO, lo, hi, 0}
+#define POW2(lo, hi) {GEN_POW2, lo, hi, 0}
+#define REAL(lo, hi) {GEN_REAL, lo, hi, 0}
+#define P20 0x1p20
+#define P40 0x1p40
+
+static const gen_spec_t exact_specs[BATON_DTYPE_COUNT][4] = {
+    /*                  SUM                     PROD            MIN, MAX           AVG */
+    [BATON_INT8] =     {BITS,                   NONZERO(-2, 3), BITS,              INT(-15, 15, 0)},
+    [BATON_UINT8] =    {BITS,                   INT(1, 7, 0),   BITS,              INT(0, 31, 0)},
+    [BATON_INT32] =    {INT(-P20, P20, 0),      NONZERO(-2, 3), BITS,              INT(-P20, P20, 0)},
+    [BATON_UINT32] =   {BITS,                   BITS,           BITS,              INT(0, P20, 0)},
+    [BATON_INT64] =    {INT(-P40, P40, 0),      NONZERO(-2, 3), BITS,              INT(-P40, P40, 0)},
+    [BATON_UINT64] =   {BITS,                   BITS,           BITS,              INT(0, P40, 0)},
+    [BATON_FLOAT16] =  {INT(-8, 8, 1),          POW2(-1, 1),    REAL(-1000, 1000), INT(-8, 8, 1)},
+    [BATON_BFLOAT16] = {INT(-8, 8, 1),          POW2(-1, 1),    REAL(-1000, 1000), INT(-8, 8, 1)},
+    [BATON_FLOAT32] =  {INT(-65536, 65536, 4),  POW2(-1, 1),    REAL(-1000, 1000), INT(-65536, 65536, 4)},
+    [BATON_FLOAT64] =  {INT(-P40, P40, 10),     POW2(-1, 1),    REAL(-1000, 1000), INT(-P40, P40, 10)},
+};
+
+static inline gen_spec_t exact_spec(baton_dtype_t dt, baton_op_t op) {
+  static const int column[BATON_OP_COUNT] = {0, 1, 2, 2, 3};
+  return exact_specs[dt][column[op]];
+}
+
 /* ------------------------------------------------------- reduction */
 
 /*

@@ -8,26 +8,34 @@
 # `N passed, M failed`, counting test invocations; the exit status is 1 if
 # any failed.
 #
-# The tests: the unit tests (test_reduce, test_store, test_schedule,
-# test_model, test_launcher.sh) when present; test_launcher_hosts.sh and
-# test_launch_env.sh (torchrun, mpirun, Hydra and Slurm variables);
-# test_cluster_net.sh (the emulated cluster; it skips, saying why, when not
-# root); test_fault (a peer that dies or stalls); test_install.sh and
-# test_readme.sh; test_trace (BATON_TRACE's lines) and test_viz.sh (baton-viz
-# and baton-model); test_coll at 1, 2, 3, 4, 5 and 8 ranks (8 oversubscribes the
-# cores), each also through the ring with 256-byte segments, and once with
-# the flat algorithm for every size; test_api at 1 and 2 ranks; the training
-# example and the Python binding (tests/test_python.py, test_train.py, which
-# need /usr/bin/python3 with python3-numpy); test_bench.sh (baton-bench and
-# the peers). Then the
+# The tests: the unit tests (test_reduce, test_store, test_auth,
+# test_schedule, test_model, test_launcher.sh) when present;
+# test_launcher_hosts.sh and test_launch_env.sh (torchrun, mpirun, Hydra and
+# Slurm variables); test_cluster_net.sh (the emulated cluster; it skips,
+# saying why, when not root); test_fault (a peer that dies or stalls);
+# test_install.sh and test_readme.sh; test_trace (BATON_TRACE's lines) and
+# test_viz.sh (baton-viz and baton-model); test_coll at 1, 2, 3, 4, 5 and 8
+# ranks (8 oversubscribes the cores), each also through the ring with
+# 256-byte segments, and once with the flat algorithm for every size; TCP,
+# mixed and emulated-cluster sweeps; test_failure (lost ranks, aborts,
+# mismatched calls); the unique-id and MPI starts; test_api at 1 and 2
+# ranks; test_hostile (strangers at the store port); test_secret.sh; a
+# 3-second baton-soak; the training example and the Python binding
+# (tests/test_python.py, test_train.py, which need /usr/bin/python3 with
+# python3-numpy); test_bench.sh (baton-bench and the peers). Then the
 # sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
-# the quick collective sweeps and the API test run again under ASan+UBSan
-# with leak detection.
+# the quick collective sweeps, the API test and test_hostile run again under
+# ASan+UBSan with leak detection. A ThreadSanitizer pass (`make TSAN=1`,
+# build-tsan/) runs the threaded parts: test_store, test_auth, test_coll
+# --quick at 2 and 3 ranks, test_api, test_hostile and test_fault exit. Last,
+# each fuzz target of tests/fuzz/ runs for FUZZ_SECONDS.
 #
 # Environment:
 #   BUILD=build          the default build that `make` produced
 #   TEST_TIMEOUT=300     seconds one test invocation may run
 #   BATON_SKIP_SAN=1     skip the sanitizer pass
+#   BATON_SKIP_FUZZ=1    skip the fuzz pass
+#   FUZZ_SECONDS=20      how long each fuzz target runs
 set -u
 cd "$(dirname "$0")/.."
 
@@ -93,7 +101,7 @@ coll_at() {
 
 suite_start=$(now_ms)
 
-for unit in test_reduce test_store test_schedule test_model; do
+for unit in test_reduce test_store test_auth test_schedule test_model; do
   if [ -x "$BUILD/tests/$unit" ]; then
     run "$unit" 1 "$BUILD/tests/$unit"
   fi
@@ -159,6 +167,14 @@ done
 # A peer that vanishes or stalls: errors naming it, never a hang.
 run "test_fault exit" 1 env BATON_TIMEOUT=5 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" exit
 run "test_fault stall" 1 env BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" stall
+# Strangers at the store port (garbage, huge lengths, wrong or no secret,
+# a replayed handshake) while the job joins and runs: all turned away, the
+# job's results exact.
+run "test_hostile -n 3" 1 env BATON_TIMEOUT=10 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_hostile" 40
+# Where the secret comes from: baton-run, the user, or nowhere (one WARN).
+run "test_secret.sh" 1 env BUILD="$BUILD" bash tests/test_secret.sh
+# A short soak: random collectives against the reference for a few seconds.
+run "baton-soak -n 3 --seconds 3" 0 "$BUILD/bin/baton-run" -n 3 "$BUILD/bin/baton-soak" --seconds 3
 # The training example: N ranks reach one process's weights (--check).
 for n in 1 2 3 4; do
   run "examples/train --check -n $n" 0 "$BUILD/bin/baton-run" -n "$n" "$BUILD/examples/train" --check
@@ -200,7 +216,7 @@ else
   # The nested make must not inherit the outer make's jobserver.
   if run "make SAN=1" 0 env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
-    for unit in test_reduce test_store test_schedule test_model; do
+    for unit in test_reduce test_store test_auth; do
       if [ -x "$SAN_BUILD/tests/$unit" ]; then
         run "asan $unit" 1 "$SAN_BUILD/tests/$unit"
       fi
@@ -226,8 +242,42 @@ else
     done
     # Parsing the launchers' variables, malformed ones included.
     run "asan test_launch_env.sh" 1 env BUILD="$SAN_BUILD" bash tests/test_launch_env.sh
+    run "asan test_hostile -n 2" 1 env BATON_TIMEOUT=10 "$SAN_BUILD/bin/baton-run" -n 2 \
+      "$SAN_BUILD/tests/test_hostile" 10
     unset ASAN_OPTIONS UBSAN_OPTIONS
   fi
+fi
+
+# ThreadSanitizer over what runs threads: the store's server thread in the
+# unit tests, and beside the collectives of rank 0 in 2- and 3-rank jobs.
+if [ "${BATON_SKIP_SAN:-0}" != 1 ] &&
+   run "make TSAN=1" 0 env -u MAKEFLAGS -u MFLAGS make -j2 TSAN=1; then
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+  for unit in test_store test_auth; do
+    run "tsan $unit" 1 build-tsan/tests/$unit
+  done
+  for n in 2 3; do
+    run "tsan test_coll -n $n --quick" 1 build-tsan/bin/baton-run -n $n build-tsan/tests/test_coll --quick
+  done
+  run "tsan test_api -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_api
+  run "tsan test_hostile -n 2" 1 env BATON_TIMEOUT=10 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_hostile 10
+  run "tsan test_fault exit" 1 env BATON_TIMEOUT=5 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_fault exit
+  unset TSAN_OPTIONS
+fi
+
+# Fuzzing: each libFuzzer target of tests/fuzz/ (store server, store
+# client, handshake) for FUZZ_SECONDS from its committed corpus. It needs
+# clang and libclang-rt-14-dev, as the README's set-up line installs.
+if [ "${BATON_SKIP_FUZZ:-0}" = 1 ]; then
+  echo "SKIP            fuzz pass (BATON_SKIP_FUZZ=1)"
+elif ! command -v clang >/dev/null; then
+  echo "SKIP            fuzz pass: clang is not installed (apt-get install clang libclang-rt-14-dev)"
+  failed=$((failed + 1))
+  failures+=("fuzz pass: no clang")
+elif run "make fuzz" 0 env -u MAKEFLAGS -u MFLAGS make -j2 fuzz; then
+  for t in fuzz_store_server fuzz_store_client fuzz_auth fuzz_tcp; do
+    run "fuzz $t ${FUZZ_SECONDS:-20} s" 1 bash tests/fuzz/run.sh "${FUZZ_SECONDS:-20}" "$t"
+  done
 fi
 
 ms=$(($(now_ms) - suite_start))

@@ -59,7 +59,7 @@ static void test_strerror(void) {
   }
   check(ok, "baton_strerror/baton_err_name: NULL, empty, duplicate, or not "
             "the text and name of BATON_ERRNO_MAP");
-  static const int unknown[] = {1, -9, -1000, 12345, INT32_MIN};
+  static const int unknown[] = {1, -99, -1000, 12345, INT32_MIN};
   for (int i = 0; i < 5; i++) {
     const char *s = baton_strerror(unknown[i]);
     const char *name = baton_err_name(unknown[i]);
@@ -103,9 +103,11 @@ static void test_dtype_names(void) {
 
 static void test_params_describe(void) {
   const char *d = baton_params_describe();
-  check(d && strstr(d, "BATON_TIMEOUT") && strstr(d, "BATON_SEGMENT_BYTES"),
-        "baton_params_describe does not list BATON_TIMEOUT and "
-        "BATON_SEGMENT_BYTES");
+  check(d && strstr(d, "BATON_TIMEOUT") && strstr(d, "BATON_SEGMENT_BYTES") &&
+            strstr(d, "BATON_SECRET"),
+        "baton_params_describe does not list BATON_TIMEOUT, BATON_SEGMENT_BYTES and "
+        "BATON_SECRET");
+  check(d == baton_params_describe(), "baton_params_describe: not the same text twice");
 }
 
 /* ------------------------------------------------------------ the comm */
@@ -186,6 +188,10 @@ static void test_reduce_scatter_args(void) {
                 "reduce_scatter(op 99)", "op");
   expect_einval(baton_reduce_scatter(a, b, 4, BATON_FLOAT32, BAD_OP_LO, c),
                 "reduce_scatter(op -1)", "op");
+  expect_einval(baton_reduce_scatter(a, b, 0, BAD_DTYPE_HI, BATON_SUM, c),
+                "reduce_scatter(count 0, dtype 99)", "dtype");
+  expect_einval(baton_reduce_scatter(a, b, 0, BATON_FLOAT32, BAD_OP_HI, c),
+                "reduce_scatter(count 0, op 99)", "op");
   expect_einval(baton_reduce_scatter(a, b, SIZE_MAX / 2, BATON_FLOAT32,
                                      BATON_SUM, c),
                 "reduce_scatter(recvcount SIZE_MAX/2 float32)", "count");
@@ -232,6 +238,10 @@ static void test_broadcast_args(void) {
                 "broadcast(recvbuf NULL)", "recvbuf");
   expect_einval(baton_broadcast(a, b, 4, BAD_DTYPE_HI, 0, c),
                 "broadcast(dtype 99)", "dtype");
+  expect_einval(baton_broadcast(a, b, 4, BAD_DTYPE_LO, 0, c),
+                "broadcast(dtype -1)", "dtype");
+  expect_einval(baton_broadcast(a, b, 0, BAD_DTYPE_HI, 0, c),
+                "broadcast(count 0, dtype 99)", "dtype");
   expect_einval(baton_broadcast(a, b, 4, BATON_FLOAT32, -1, c),
                 "broadcast(root -1)", "root");
   expect_einval(baton_broadcast(a, b, 4, BATON_FLOAT32, T.size, c),
@@ -285,6 +295,8 @@ typedef struct {
   int expect_rc;
   const char *word; /* baton_last_init_error() must contain it */
   int null_arg;     /* call baton_comm_init(NULL) */
+  int real_store;   /* keep the job's BATON_ADDR: the parent's store answers */
+  const char *not_word; /* ... and must not contain it (a secret) */
 } init_case_t;
 
 /*
@@ -297,7 +309,8 @@ static void init_child(const init_case_t *k) {
   alarm(20); /* a hung child dies and the parent reports it */
   setenv("BATON_RANK", "1", 1);
   setenv("BATON_SIZE", "2", 1);
-  setenv("BATON_ADDR", "127.0.0.1:1", 1);
+  if (!k->real_store)
+    setenv("BATON_ADDR", "127.0.0.1:1", 1);
   setenv("BATON_TIMEOUT", "2", 1);
   setenv("BATON_DEBUG", "NONE", 1);
   if (k->value)
@@ -308,7 +321,7 @@ static void init_child(const init_case_t *k) {
   int rc = baton_comm_init(k->null_arg ? NULL : &comm);
   const char *e = baton_last_init_error();
   int ok = rc == k->expect_rc && (k->null_arg || comm == NULL) && e && *e &&
-           strstr(e, k->word);
+           strstr(e, k->word) && !(k->not_word && strstr(e, k->not_word));
   if (!ok)
     fprintf(stderr, "rank %d: baton_comm_init with %s: returned %s, comm %s, "
             "error \"%s\"; expected %s naming '%s'\n", T.rank, k->what,
@@ -334,26 +347,90 @@ static void run_init_case(const init_case_t *k) {
   tally_record(&T, WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+#define X10 "xxxxxxxxxx"
+#define X100 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10
+#define SECRET_300 X100 X100 X100
+
 static void test_init_env(void) {
   static const init_case_t cases[] = {
-      {"BATON_RANK unset", "BATON_RANK", NULL, BATON_EUSAGE, "BATON_RANK", 0},
-      {"BATON_RANK=abc", "BATON_RANK", "abc", BATON_EUSAGE, "BATON_RANK", 0},
-      {"BATON_RANK=5 of size 2", "BATON_RANK", "5", BATON_EUSAGE, "BATON_RANK", 0},
-      {"BATON_RANK=-1", "BATON_RANK", "-1", BATON_EUSAGE, "BATON_RANK", 0},
-      {"BATON_RANK=1x", "BATON_RANK", "1x", BATON_EUSAGE, "BATON_RANK", 0},
-      {"BATON_RANK empty", "BATON_RANK", "", BATON_EUSAGE, "BATON_RANK", 0},
-      {"BATON_SIZE unset", "BATON_SIZE", NULL, BATON_EUSAGE, "BATON_SIZE", 0},
-      {"BATON_SIZE=0", "BATON_SIZE", "0", BATON_EUSAGE, "BATON_SIZE", 0},
-      {"BATON_ADDR unset", "BATON_ADDR", NULL, BATON_EUSAGE, "BATON_ADDR", 0},
-      {"BATON_ADDR=nocolon", "BATON_ADDR", "nocolon", BATON_EUSAGE, "BATON_ADDR", 0},
-      {"BATON_TIMEOUT=abc", "BATON_TIMEOUT", "abc", BATON_EUSAGE, "BATON_TIMEOUT", 0},
+      {"BATON_RANK unset", "BATON_RANK", NULL, BATON_EUSAGE, "BATON_RANK", 0, 0, NULL},
+      {"BATON_RANK=abc", "BATON_RANK", "abc", BATON_EUSAGE, "BATON_RANK", 0, 0, NULL},
+      {"BATON_RANK=5 of size 2", "BATON_RANK", "5", BATON_EUSAGE, "BATON_RANK", 0, 0, NULL},
+      {"BATON_RANK=-1", "BATON_RANK", "-1", BATON_EUSAGE, "BATON_RANK", 0, 0, NULL},
+      {"BATON_RANK=1x", "BATON_RANK", "1x", BATON_EUSAGE, "BATON_RANK", 0, 0, NULL},
+      {"BATON_RANK empty", "BATON_RANK", "", BATON_EUSAGE, "BATON_RANK", 0, 0, NULL},
+      {"BATON_SIZE unset", "BATON_SIZE", NULL, BATON_EUSAGE, "BATON_SIZE", 0, 0, NULL},
+      {"BATON_SIZE=0", "BATON_SIZE", "0", BATON_EUSAGE, "BATON_SIZE", 0, 0, NULL},
+      {"BATON_ADDR unset", "BATON_ADDR", NULL, BATON_EUSAGE, "BATON_ADDR", 0, 0, NULL},
+      {"BATON_ADDR=nocolon", "BATON_ADDR", "nocolon", BATON_EUSAGE, "BATON_ADDR", 0, 0, NULL},
+      {"BATON_TIMEOUT=abc", "BATON_TIMEOUT", "abc", BATON_EUSAGE, "BATON_TIMEOUT", 0, 0, NULL},
       {"BATON_SEGMENT_BYTES=abc", "BATON_SEGMENT_BYTES", "abc", BATON_EUSAGE,
-       "BATON_SEGMENT_BYTES", 0},
-      {"no store listening (BATON_TIMEOUT=2)", NULL, NULL, BATON_ETIMEDOUT, "", 0},
-      {"a NULL comm pointer", NULL, NULL, BATON_EINVAL, "comm", 1},
+       "BATON_SEGMENT_BYTES", 0, 0, NULL},
+      {"no store listening (BATON_TIMEOUT=2)", NULL, NULL, BATON_ETIMEDOUT, "", 0, 0, NULL},
+      {"a NULL comm pointer", NULL, NULL, BATON_EINVAL, "comm", 1, 0, NULL},
+      /* Every other knob, out of range or malformed. */
+      {"BATON_SIZE=abc", "BATON_SIZE", "abc", BATON_EUSAGE, "BATON_SIZE", 0, 0, NULL},
+      {"BATON_ADDR=:80", "BATON_ADDR", ":80", BATON_EUSAGE, "BATON_ADDR", 0, 0, NULL},
+      {"BATON_ADDR=host:0", "BATON_ADDR", "host:0", BATON_EUSAGE, "BATON_ADDR", 0, 0, NULL},
+      {"BATON_ADDR=::1:80", "BATON_ADDR", "::1:80", BATON_EUSAGE, "BATON_ADDR", 0, 0, NULL},
+      {"BATON_TIMEOUT=0", "BATON_TIMEOUT", "0", BATON_EUSAGE, "BATON_TIMEOUT", 0, 0, NULL},
+      {"BATON_TIMEOUT=-1", "BATON_TIMEOUT", "-1", BATON_EUSAGE, "BATON_TIMEOUT", 0, 0, NULL},
+      {"BATON_DEBUG=LOUD", "BATON_DEBUG", "LOUD", BATON_EUSAGE, "BATON_DEBUG", 0, 0, NULL},
+      {"BATON_DEBUG_SUBSYS=DISK", "BATON_DEBUG_SUBSYS", "DISK", BATON_EUSAGE,
+       "BATON_DEBUG_SUBSYS", 0, 0, NULL},
+      {"BATON_DEBUG_SUBSYS empty", "BATON_DEBUG_SUBSYS", "", BATON_EUSAGE,
+       "BATON_DEBUG_SUBSYS", 0, 0, NULL},
+      {"BATON_SEGMENT_BYTES=63", "BATON_SEGMENT_BYTES", "63", BATON_EUSAGE,
+       "BATON_SEGMENT_BYTES", 0, 0, NULL},
+      {"BATON_SEGMENT_BYTES=128M", "BATON_SEGMENT_BYTES", "128M", BATON_EUSAGE,
+       "BATON_SEGMENT_BYTES", 0, 0, NULL},
+      {"BATON_SHM_SLOTS=3", "BATON_SHM_SLOTS", "3", BATON_EUSAGE, "BATON_SHM_SLOTS", 0, 0, NULL},
+      {"BATON_SHM_SLOTS=2.5", "BATON_SHM_SLOTS", "2.5", BATON_EUSAGE, "BATON_SHM_SLOTS", 0, 0, NULL},
+      {"BATON_SPIN_US=-1", "BATON_SPIN_US", "-1", BATON_EUSAGE, "BATON_SPIN_US", 0, 0, NULL},
+      {"BATON_FLAT_BYTES=32M", "BATON_FLAT_BYTES", "32M", BATON_EUSAGE, "BATON_FLAT_BYTES", 0, 0, NULL},
+      {"BATON_STREAM_BYTES=1X", "BATON_STREAM_BYTES", "1X", BATON_EUSAGE,
+       "BATON_STREAM_BYTES", 0, 0, NULL},
+      {"BATON_SECRET of 300 bytes", "BATON_SECRET", SECRET_300, BATON_EUSAGE, "BATON_SECRET",
+       0, 0, "xxxxxxxx"},
+      /* The job's real store, with the wrong secret and with none. */
+      {"a wrong BATON_SECRET", "BATON_SECRET", "not-the-job-secret", BATON_EAUTH, "secret",
+       0, 1, "not-the-job-secret"},
+      {"BATON_SECRET unset", "BATON_SECRET", NULL, BATON_EAUTH, "BATON_SECRET", 0, 1, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     run_init_case(&cases[i]);
+}
+
+/* baton_comm_init_rank with a good id and bad arguments: BATON_EINVAL
+ * naming the argument, *comm NULL. The last case adopts the id's store and
+ * stops it, so nothing is left behind. */
+static void test_init_rank_args(void) {
+  baton_unique_id_t id;
+  baton_comm_t *c = (baton_comm_t *)&c;
+  char addr[256]; /* the job's store holds BATON_ADDR: the id's store goes elsewhere */
+  snprintf(addr, sizeof addr, "%s", getenv("BATON_ADDR") ? getenv("BATON_ADDR") : "");
+  unsetenv("BATON_ADDR");
+  int ok = baton_get_unique_id(&id) == BATON_OK;
+  setenv("BATON_ADDR", addr, 1);
+  if (!ok)
+    tally_say(&T, "baton_get_unique_id: %s", baton_last_init_error());
+  if (!tally_record(&T, ok))
+    return;
+  static const struct {
+    int size, rank;
+    const char *word;
+  } bad[] = {{0, 0, "size"}, {-1, 0, "size"}, {2, -1, "rank"}, {2, 2, "rank"}, {2, 5, "rank"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = baton_comm_init_rank(&c, bad[i].size, &id, bad[i].rank);
+    const char *e = baton_last_init_error();
+    if (!tally_record(&T, rc == BATON_EINVAL && c == NULL && strstr(e, bad[i].word)))
+      tally_say(&T, "baton_comm_init_rank(size %d, rank %d): %s, \"%s\"; want BATON_EINVAL "
+                "naming %s", bad[i].size, bad[i].rank, baton_err_name(rc), e, bad[i].word);
+  }
+  int rc = baton_comm_init_rank(NULL, 1, &id, 0);
+  if (!tally_record(&T, rc == BATON_EINVAL && strstr(baton_last_init_error(), "comm")))
+    tally_say(&T, "baton_comm_init_rank(NULL comm): %s: %s", baton_err_name(rc),
+              baton_last_init_error());
 }
 
 int main(void) {
@@ -368,5 +445,6 @@ int main(void) {
   test_broadcast_args();
   test_valid_calls();
   test_init_env();
+  test_init_rank_args();
   return tally_finish(&T);
 }

@@ -15,7 +15,7 @@ if [ -z "$MPICC" ] || [ -z "$MPIRUN" ]; then
 fi
 mkdir -p "$BUILD/tests"
 "$MPICC" -O2 -Iinclude tests/mpi/test_mpi_init.c -o "$BUILD/tests/test_mpi_init" \
-  "$BUILD/lib/libbaton.a" -pthread -lrt || exit 1
+  "$BUILD/lib/libbaton.a" -pthread -lrt -lcrypto || exit 1
 for n in 1 3 4; do
   echo "mpirun -np $n"
   "$MPIRUN" --allow-run-as-root --oversubscribe -np "$n" "$BUILD/tests/test_mpi_init" || exit 1

@@ -3,6 +3,8 @@
  * gets, timeouts, empty and 1 MiB values, clients that send garbage (the
  * server must drop them and keep serving the others), a fake server that
  * replies garbage (the client must say EPROTO), and host:port parsing.
+ * Everything that talks to a store runs twice: without a secret, and with
+ * one, where every client (the raw ones too) first passes the handshake.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,67 +20,15 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "unit.h"
 
-static atomic_int n_pass, n_fail;
-
-static void report(int ok, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void report(int ok, const char *file, int line, const char *fmt, ...) {
-  if (ok) {
-    atomic_fetch_add(&n_pass, 1);
-    return;
-  }
-  atomic_fetch_add(&n_fail, 1);
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "FAIL %s:%d: %s\n", file, line, msg);
-}
-
-/* rc == want, printing both names and the error text when not. */
-#define EXPECT_RC(rc, want, err)                                               \
-  do {                                                                         \
-    int rc_ = (rc), want_ = (want);                                            \
-    report(rc_ == want_, __FILE__, __LINE__, "%s: got %s, want %s (err: %s)",  \
-           #rc, baton_err_name(rc_), baton_err_name(want_), (err));            \
-  } while (0)
-#define EXPECT_EQ(a, b)                                                        \
-  do {                                                                         \
-    long long a_ = (long long)(a), b_ = (long long)(b);                        \
-    report(a_ == b_, __FILE__, __LINE__, "%s == %s: got %lld, want %lld", #a,  \
-           #b, a_, b_);                                                        \
-  } while (0)
-#define EXPECT(cond, ...) report(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
-
-static const char *LOOP = "127.0.0.1";
-
-static void nap(double s) {
-  struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
-  nanosleep(&ts, NULL);
-}
-
-/* A port that was free a moment ago: bind port 0, read it, close. */
-static int free_port(void) {
-  struct sockaddr_in sa = {.sin_family = AF_INET};
-  socklen_t sl = sizeof sa;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-      getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
-    perror("free_port");
-    exit(2);
-  }
-  close(fd);
-  return ntohs(sa.sin_port);
-}
+/* The secret of the pass that runs now; len 0 in the first. */
+static baton__secret_t secret;
 
 static baton__store_t *must_connect(int port) {
   char err[BATON__ERRLEN] = "";
   baton__store_t *st = NULL;
-  int rc = baton__store_connect(LOOP, port, 5.0, &st, err, sizeof err);
+  int rc = baton__store_connect(LOOP, port, 5.0, &secret, &st, err, sizeof err);
   EXPECT_RC(rc, BATON_OK, err);
   if (!st) {
     fprintf(stderr, "cannot go on without a store connection\n");
@@ -258,6 +208,8 @@ static int raw_connect(int port) {
   }
   struct timeval tv = {3, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char err[BATON__ERRLEN] = "";
+  EXPECT_RC(baton__auth_client(fd, &secret, "the test's store", baton__now() + 5, err, sizeof err), BATON_OK, err);
   return fd;
 }
 
@@ -374,6 +326,10 @@ static void *fake_server(void *p) {
   int fd = accept(f->lfd, NULL, NULL);
   if (fd < 0)
     return NULL;
+  if (baton__auth_server(fd, &secret, "the test client", baton__now() + 5, buf, sizeof buf)) {
+    close(fd);
+    return NULL;
+  }
   ssize_t r = recv(fd, buf, sizeof buf, 0);
   if (r > 0 && f->n)
     r = send(fd, f->reply, f->n, MSG_NOSIGNAL);
@@ -428,7 +384,7 @@ typedef struct {
 static void *connector(void *p) {
   connector_t *c = p;
   baton__store_t *st = NULL;
-  c->rc = baton__store_connect(LOOP, c->port, 5.0, &st, c->err, sizeof c->err);
+  c->rc = baton__store_connect(LOOP, c->port, 5.0, &secret, &st, c->err, sizeof c->err);
   if (st) {
     c->rc = baton__store_set(st, "early", "bird", 4, c->err, sizeof c->err);
     baton__store_close(st);
@@ -446,7 +402,7 @@ static void test_connect_and_stop(void) {
 
   pthread_create(&th, NULL, connector, &c); /* before anyone listens */
   nap(0.3);
-  EXPECT_RC(baton__store_serve(LOOP, c.port, &srv, err, sizeof err), BATON_OK, err);
+  EXPECT_RC(baton__store_serve(LOOP, c.port, &secret, 5.0, &srv, err, sizeof err), BATON_OK, err);
   pthread_join(th, NULL);
   EXPECT_RC(c.rc, BATON_OK, c.err);
 
@@ -464,29 +420,31 @@ static void test_connect_and_stop(void) {
   baton__store_close(st);
 
   t0 = baton__now(); /* nobody listens now */
-  int rc = baton__store_connect(LOOP, c.port, 0.3, &st, err, sizeof err);
+  int rc = baton__store_connect(LOOP, c.port, 0.3, &secret, &st, err, sizeof err);
   double waited = baton__now() - t0;
   EXPECT_RC(rc, BATON_ETIMEDOUT, err);
   EXPECT(st == NULL, "a failed connect leaves *out NULL");
   EXPECT(waited >= 0.29 && waited < 1.5, "connect gave up after %.3f s, want 0.3 s", waited);
   EXPECT(strstr(err, "refused") != NULL, "connect error names the cause: \"%s\"", err);
 
-  EXPECT_RC(baton__store_serve(LOOP, 70000, &srv, err, sizeof err), BATON_EINVAL, err);
-  EXPECT_RC(baton__store_serve("no.such.host.invalid", c.port, &srv, err, sizeof err), BATON_EUSAGE, err);
+  EXPECT_RC(baton__store_serve(LOOP, 70000, &secret, 5.0, &srv, err, sizeof err), BATON_EINVAL, err);
+  EXPECT_RC(baton__store_serve(LOOP, c.port, NULL, 5.0, &srv, err, sizeof err), BATON_EINVAL, err);
+  EXPECT_RC(baton__store_serve(LOOP, c.port, &secret, 0, &srv, err, sizeof err), BATON_EINVAL, err);
+  EXPECT_RC(baton__store_serve("no.such.host.invalid", c.port, &secret, 5.0, &srv, err, sizeof err), BATON_EUSAGE, err);
 }
 
 static void test_ipv6(void) {
   char err[BATON__ERRLEN] = "";
   baton__store_server_t *srv = NULL;
   int port = free_port();
-  if (baton__store_serve("::1", port, &srv, err, sizeof err) != BATON_OK) {
+  if (baton__store_serve("::1", port, &secret, 5.0, &srv, err, sizeof err) != BATON_OK) {
     printf("  ipv6 skipped: %s\n", err);
     return;
   }
   baton__store_t *st = NULL;
   char buf[8];
   size_t len = 0;
-  EXPECT_RC(baton__store_connect("::1", port, 2.0, &st, err, sizeof err), BATON_OK, err);
+  EXPECT_RC(baton__store_connect("::1", port, 2.0, &secret, &st, err, sizeof err), BATON_OK, err);
   if (st) {
     EXPECT_RC(baton__store_set(st, "six", "v6", 2, err, sizeof err), BATON_OK, err);
     EXPECT_RC(baton__store_get(st, "six", buf, sizeof buf, &len, 1.0, err, sizeof err), BATON_OK, err);
@@ -525,13 +483,14 @@ static void test_hostport(void) {
   EXPECT(strstr(err, "BATON_ADDR") != NULL, "unset: \"%s\"", err);
 }
 
-int main(void) {
+/* Every test that talks to a store, with the secret of this pass. */
+static int store_pass(void) {
   char err[BATON__ERRLEN] = "";
   baton__store_server_t *srv = NULL;
   int port = free_port();
 
-  test_hostport();
-  int rc = baton__store_serve(LOOP, port, &srv, err, sizeof err);
+  printf("pass with %s:\n", secret.len ? "a secret" : "no secret");
+  int rc = baton__store_serve(LOOP, port, &secret, 5.0, &srv, err, sizeof err);
   EXPECT_RC(rc, BATON_OK, err);
   if (rc != BATON_OK)
     return 1;
@@ -548,6 +507,16 @@ int main(void) {
   test_bad_server();
   test_connect_and_stop();
   test_ipv6();
-  printf("%d passed, %d failed\n", atomic_load(&n_pass), atomic_load(&n_fail));
-  return atomic_load(&n_fail) > 0;
+  return 0;
+}
+
+int main(void) {
+  char err[BATON__ERRLEN] = "";
+  test_hostport();
+  if (store_pass() != 0)
+    return 1;
+  EXPECT_RC(baton__secret_set(&secret, "0123456789abcdef-test-secret", err, sizeof err), BATON_OK, err);
+  if (store_pass() != 0)
+    return 1;
+  return unit_summary();
 }

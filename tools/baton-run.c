@@ -6,8 +6,10 @@
  *
  * Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE
  * and BATON_ADDR=127.0.0.1:PORT, where PORT was free a moment before the
- * ranks start; rank 0 serves the rendezvous store there. The launcher holds
- * no collective logic and uses no library code.
+ * ranks start; rank 0 serves the rendezvous store there. Unless BATON_SECRET
+ * is already set, the launcher makes a fresh random one for the job, so that
+ * only its own ranks can join. The launcher holds no collective logic and
+ * uses no library code.
  *
  * The second form spreads the ranks over hosts: rank r runs on host r / P
  * through the command prefix CMD with %h replaced by the host's index (for
@@ -41,6 +43,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -97,7 +100,8 @@ static void usage(FILE *f) {
           "  --addr H[:P]   rendezvous address (host 0's), port picked when left out\n"
           "  --help         this text\n"
           "Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE\n"
-          "and BATON_ADDR=127.0.0.1:PORT in its environment.\n",
+          "and BATON_ADDR=127.0.0.1:PORT in its environment, and BATON_SECRET, a fresh\n"
+          "random secret for the job unless BATON_SECRET is set already.\n",
           MAX_RANKS);
 }
 
@@ -196,6 +200,23 @@ static int pick_port(int any) {
   }
   close(fd);
   return ntohs(sa.sin_port);
+}
+
+/* BATON_SECRET for the ranks: 32 random bytes as hex, unless the user set
+ * one (to let processes started elsewhere join). */
+static void make_secret(void) {
+  unsigned char key[32];
+  char hex[2 * sizeof key + 1];
+  const char *set = getenv("BATON_SECRET");
+  if (set && *set)
+    return;
+  if (getrandom(key, sizeof key, 0) != (ssize_t)sizeof key) {
+    fprintf(stderr, "baton-run: cannot make a secret for the job: %s\n", strerror(errno));
+    exit(1);
+  }
+  for (size_t i = 0; i < sizeof key; i++)
+    snprintf(hex + 2 * i, 3, "%02x", key[i]);
+  setenv("BATON_SECRET", hex, 1);
 }
 
 static void set_env_int(const char *name, int v) {
@@ -568,6 +589,7 @@ int main(int argc, char **argv) {
   parse_args(argc, argv, &job);
   setup(&job);
   make_addr(&job.hosts, addr, sizeof addr);
+  make_secret();
   for (int r = 0; r < job.n; r++) {
     int e = spawn(&job, r, addr);
     if (e == 0)

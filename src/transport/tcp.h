@@ -2,6 +2,7 @@
 #ifndef BATON_TCP_H
 #define BATON_TCP_H
 
+#include "auth.h"
 #include "internal.h"
 #include "transport.h"
 
@@ -17,6 +18,7 @@ typedef struct {
   const int *to, *from;    /* peers this rank sends to / receives from */
   int nto, nfrom;
   const char *local_ip;    /* the address to listen on */
+  const baton__secret_t *secret; /* every connection proves it (auth.h) */
   char (*hosts)[64];       /* host name of every rank, for messages */
 } baton__tcp_args_t;
 
