@@ -32,6 +32,43 @@ done
 # The Python package: installed beside the library, it loads the installed
 # libbaton.so by itself (run from / so that nothing of the source tree is
 # near), and its test passes under the installed baton-run.
+# The same installed program started the other ways issue 3 names: over
+# TCP, with torchrun's variables set by hand, under a real mpirun, and on
+# the emulated cluster (4 hosts over TCP; 2 hosts x 2 ranks).
+check "installed test_coll over TCP at 4 ranks" \
+  sh -c "BATON_TRANSPORT=tcp '$prefix/bin/baton-run' -n 4 '$prefix/test_coll' --quick > '$prefix/out.tcp' 2>&1 ||
+         { tail -5 '$prefix/out.tcp'; false; }"
+torchrun_style() {
+  local port=$((20000 + RANDOM % 20000)) pids=() r st=0
+  for r in 0 1 2 3; do
+    env -u BATON_RANK -u BATON_SIZE -u BATON_ADDR RANK=$r WORLD_SIZE=4 LOCAL_RANK=$r \
+      MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$prefix/test_coll" --quick >"$prefix/torch.$r" 2>&1 &
+    pids+=($!)
+  done
+  for r in "${pids[@]}"; do wait "$r" || st=1; done
+  [ $st = 0 ] && grep -q ' passed, 0 failed' "$prefix/torch.0" || { tail -5 "$prefix/torch.0"; false; }
+}
+check "installed test_coll with torchrun's variables" torchrun_style
+if command -v mpirun >/dev/null; then
+  check "installed test_coll under mpirun -n 4" \
+    sh -c "mpirun --allow-run-as-root --oversubscribe -n 4 -x BATON_ADDR=127.0.0.1:$((20000 + RANDOM % 20000)) \
+           '$prefix/test_coll' --quick > '$prefix/out.mpi' 2>&1 || { tail -5 '$prefix/out.mpi'; false; }"
+else
+  echo "SKIP: mpirun (apt-get install -y openmpi-bin)"
+fi
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null &&
+   ip netns add baton-probe-$$ 2>/dev/null && ip netns del baton-probe-$$; then
+  for layout in "4 1" "2 2"; do
+    set -- $layout
+    check "installed test_coll on $1 emulated hosts x $2 ranks" \
+      sh -c "BATON_RUN='$prefix/bin/baton-run' scripts/cluster.sh with $1 --rate 0 -- \
+             scripts/cluster.sh launch -n $(($1 * $2)) --ppn $2 -- '$prefix/test_coll' --quick \
+             > '$prefix/out.cluster' 2>&1 || { tail -5 '$prefix/out.cluster'; false; }"
+  done
+else
+  echo "SKIP: the emulated cluster needs root and iproute2 with network namespaces"
+fi
+
 site=$prefix/lib/python3/site-packages
 check "installed python package" test -e "$site/baton/__init__.py" -a -e "$site/baton/_lib.py"
 check "installed package loads the installed libbaton.so" \
