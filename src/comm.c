@@ -403,8 +403,7 @@ static void log_ready(const baton_comm_t *c) {
   if (c->size > 1 && off < sizeof ring - 16)
     snprintf(ring + off, sizeof ring - off, "%d", c->order[0]);
   BATON_INFO(INIT, "rank %d of %d ready: transport %s, segment %zu bytes, ring %s", c->rank,
-             c->size, c->tcp && c->shm ? "shm+tcp" : c->tcp ? "tcp" : "shm",
-             c->params.segment_bytes, ring);
+             c->size, c->tcp && c->shm ? "shm+tcp" : c->tcp ? "tcp" : "shm", c->slot_bytes, ring);
 }
 
 /* ------------------------------------------------------------ unique id */
@@ -566,10 +565,13 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
   if (c->size > 1 && (rc = connect_ring(c, host, err, errlen)) != 0)
     goto fail;
   for (int r = 0; r < c->size; r++) {
-    if (c->to[r])
-      c->to[r]->sig = &c->sig, c->to[r]->self = c->rank;
-    if (c->from[r])
-      c->from[r]->sig = &c->sig, c->from[r]->self = c->rank;
+    baton__conn_t *k[2] = {c->to[r], c->from[r]};
+    for (int i = 0; i < 2; i++)
+      if (k[i]) {
+        k[i]->sig = &c->sig, k[i]->self = c->rank;
+        if (!c->slot_bytes || k[i]->slot_bytes < c->slot_bytes)
+          c->slot_bytes = k[i]->slot_bytes;
+      }
   }
   if (c->shm)
     baton__shm_watch(c->shm, &c->watch);

@@ -21,6 +21,7 @@ struct baton_comm {
   baton__shm_t *shm;             /* NULL when no other rank shares memory */
   baton__tcp_t *tcp;             /* NULL when every neighbour is local */
   baton__conn_t **to, **from;    /* per peer rank, NULL when not connected */
+  size_t slot_bytes;             /* segment size: the smallest slot of any connection */
   unsigned char *scratch;        /* 2 * size bytes for the barrier */
   int *order;                    /* the ring: ranks in ring order */
   baton__sched_t sched;          /* reused by every collective */

@@ -89,6 +89,16 @@ static int send_local(run_t *r, const baton__step_t *st) {
              r->comm->out_off[st->send_chunk] != BATON__NO_OUT;
   for (size_t off = 0; off < n; off += r->seg) {
     size_t m = n - off < r->seg ? n - off : r->seg;
+    const char *src = in_ptr(r, st->send_chunk, off);
+    char *dst = keep ? out_ptr(r, st->send_chunk, off) : NULL;
+    if (c->ops->send_ref) { /* the input itself goes out, no slot copy */
+      if (dst && dst != src)
+        memcpy(dst, src, m * es);
+      int rc = c->ops->send_ref(c, src, m * es);
+      if (rc)
+        return step_fail(r, rc, c);
+      continue;
+    }
     void *slot;
     int rc = c->ops->send_acquire(c, &slot);
     if (rc)
@@ -113,10 +123,14 @@ static int recv_segment(run_t *r, const baton__step_t *st, baton__conn_t *in,
              "ranks call this collective with the same count and dtype?", in->peer, bytes, m * es);
     return step_fail(r, BATON_EPROTO, in);
   }
+  /* A segment that is both kept and forwarded is written once, into the
+   * output, when the next transport can send from the caller's memory
+   * (TCP): that saves copying it through a slot. */
+  int by_ref = fwd && st->keep && fwd->ops->send_ref;
   void *dst = NULL;
-  if (fwd && (rc = fwd->ops->send_acquire(fwd, &dst)) != 0)
+  if (fwd && !by_ref && (rc = fwd->ops->send_acquire(fwd, &dst)) != 0)
     return step_fail(r, rc, fwd);
-  if (!fwd)
+  if (!fwd || by_ref)
     dst = out_ptr(r, st->recv_chunk, off);
   if (st->recv_op == BATON__RECV_REDUCE)
     r->reduce(dst, slot, in_ptr(r, st->recv_chunk, off), m);
@@ -126,7 +140,9 @@ static int recv_segment(run_t *r, const baton__step_t *st, baton__conn_t *in,
     copy_out(r, dst, slot, m * es);
   if (r->a->op == BATON_AVG && st->keep && st->phase == BATON__PHASE_REDUCE_SCATTER)
     baton__reduce_div(dst, m, r->a->dtype, r->comm->size);
-  if (fwd) {
+  if (by_ref && (rc = fwd->ops->send_ref(fwd, dst, m * es)) != 0)
+    return step_fail(r, rc, fwd);
+  if (fwd && !by_ref) {
     fwd->ops->send_commit(fwd, m * es);
     if (st->keep)
       copy_out(r, out_ptr(r, st->recv_chunk, off), dst, m * es);
@@ -170,11 +186,10 @@ static int run_round(run_t *r) {
 }
 
 int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
-  const baton__step_t *first = &comm->sched.steps[0];
-  baton__conn_t *any = first->send_peer >= 0 ? baton__conn_to(comm, first->send_peer)
-                                             : baton__conn_from(comm, first->recv_peer);
   run_t r = {.comm = comm, .a = a, .reduce = baton__reduce_get(a->dtype, a->op)};
-  r.seg = any->slot_bytes / a->elsize;
+  /* One segment size for every connection: a received segment may be
+   * forwarded on another transport. */
+  r.seg = comm->slot_bytes / a->elsize;
   r.piece = r.seg * (size_t)(comm->params.shm_slots / 2);
   size_t maxlen = 0;
   for (int c = 0; c < comm->size; c++)

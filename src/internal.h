@@ -69,6 +69,7 @@ typedef struct {
   char hostid[256];        /* BATON_HOSTID, "" when unset */
   char socket_ifname[256]; /* BATON_SOCKET_IFNAME, "" when unset */
   int nsocks;              /* BATON_NSOCKS */
+  size_t tcp_segment_bytes; /* BATON_TCP_SEGMENT_BYTES */
   char secret[256];        /* BATON_SECRET, "" when unset */
   char trace[256];         /* BATON_TRACE, "" when unset */
   /* Not knobs: filled by baton__launch_env (launch_env.c). */

@@ -59,6 +59,8 @@ static const param_row_t rows[] = {
      "TCP: interface name or prefix (default: the one that routes to BATON_ADDR)"},
     {"BATON_NSOCKS", P_INT, "1", 1, 16, F(nsocks),
      "TCP: sockets per connection; frames are spread over them"},
+    {"BATON_TCP_SEGMENT_BYTES", P_BYTES, "1M", 64, 64 << 20, F(tcp_segment_bytes),
+     "TCP: pipeline unit when no ring edge is shared memory (else BATON_SEGMENT_BYTES)"},
     {"BATON_TRACE", P_STRING, "", 0, 0, F(trace),
      "file to write a JSON line per step of every collective to, %r = rank (docs/trace.md)"},
     {"BATON_SECRET", P_SECRET, "", 0, 0, F(secret),

@@ -91,7 +91,7 @@ run() {
 # then through the ring only, with 256-byte segments and streaming stores,
 # so that the multi-segment, multi-round paths run on small buffers. The
 # large counts add little there and cost minutes, so that run is --quick.
-RING_SMALL="BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=256 BATON_STREAM_BYTES=0"
+RING_SMALL="BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=256 BATON_TCP_SEGMENT_BYTES=256 BATON_STREAM_BYTES=0"
 coll_at() {
   local n=$1 bin=$2
   run "test_coll -n $n" 1 "$bin/bin/baton-run" -n "$n" "$bin/tests/test_coll"

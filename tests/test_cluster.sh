@@ -38,7 +38,7 @@ sweep() {
 
 inside() {
   local L=(timeout -k 10 900 "$C" launch --timeout 600)
-  local small=(BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=256 BATON_STREAM_BYTES=0)
+  local small=(BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=256 BATON_TCP_SEGMENT_BYTES=256 BATON_STREAM_BYTES=0)
   # Which transport each link takes, as rank 0 logs it.
   local info=(BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=INIT)
   env BATON_TRANSPORT=tcp "${info[@]}" "${L[@]}" -n 4 --ppn 1 -- "$DEMO" 1 >"$LOGDIR/ring-tcp.log" 2>&1

@@ -71,6 +71,7 @@ struct tcp_conn {
   uint32_t nslots;
   uint32_t *len;
   baton__sig_t *sig; /* per slot: the call the frame belongs to */
+  const char **ref;  /* sending, per slot: the caller's memory to send instead */
   uint64_t user;  /* slots committed (send) or released (recv) by the executor */
   uint64_t wire;  /* frames fully written (send) or fully read (recv) */
   int failed;     /* a socket error: conn.why says what */
@@ -235,8 +236,9 @@ static int push(tcp_conn_t *c, sock_t *s) {
     if (s->done < BATON__FRAME_HDR)
       iov[n++] = (struct iovec){s->hdr + s->done, BATON__FRAME_HDR - s->done};
     size_t pdone = s->done > BATON__FRAME_HDR ? s->done - BATON__FRAME_HDR : 0;
+    const char *src = c->ref[s->frame % c->nslots];
     if (len > pdone)
-      iov[n++] = (struct iovec){slot_of(c, s->frame) + pdone, len - pdone};
+      iov[n++] = (struct iovec){(char *)(src ? src : slot_of(c, s->frame)) + pdone, len - pdone};
     ssize_t w = writev(s->fd, iov, n);
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       return 0;
@@ -454,16 +456,29 @@ static int tcp_send_acquire(baton__conn_t *bc, void **slot) {
   return 0;
 }
 
-static int tcp_send_commit(baton__conn_t *bc, size_t bytes) {
-  tcp_conn_t *c = bc->impl;
+/* Queues the next frame (from its slot, or from ref) and starts writing it
+ * at once: a small message should not wait for the next wait. */
+static void queue(tcp_conn_t *c, size_t bytes, const void *ref) {
   c->len[c->user % c->nslots] = (uint32_t)bytes;
   c->sig[c->user % c->nslots] = *c->t->sig;
+  c->ref[c->user % c->nslots] = ref;
   c->user++;
-  /* Start the write now: a small message should not wait for the next wait. */
   sock_t *s = &c->s[(c->user - 1) % (uint64_t)c->nsocks];
   if (!c->failed && push(c, s) == 0)
     advance_wire(c);
+}
+
+static int tcp_send_commit(baton__conn_t *bc, size_t bytes) {
+  queue(bc->impl, bytes, NULL);
   return 0;
+}
+
+static int tcp_send_ref(baton__conn_t *bc, const void *data, size_t bytes) {
+  tcp_conn_t *c = bc->impl;
+  int rc = ready(c) ? 0 : wait_on(c, ready, "for room to send");
+  if (rc == 0)
+    queue(c, bytes, data);
+  return rc;
 }
 
 static int tcp_recv_acquire(baton__conn_t *bc, const void **slot, size_t *bytes) {
@@ -499,6 +514,7 @@ const baton__transport_t baton__tcp_transport = {
     .recv_acquire = tcp_recv_acquire,
     .recv_release = tcp_recv_release,
     .flush = tcp_flush,
+    .send_ref = tcp_send_ref,
 };
 
 /* ---------------------------------------------------------------- set-up */
@@ -749,13 +765,14 @@ static tcp_conn_t *conn_new(baton__tcp_t *t, int peer, int sending, const baton_
   c->nslots = (uint32_t)p->shm_slots;
   c->conn.ops = &baton__tcp_transport;
   c->conn.peer = peer;
-  c->conn.slot_bytes = p->segment_bytes / 64 * 64;
+  c->conn.slot_bytes = p->tcp_segment_bytes / 64 * 64;
   c->conn.timeout_s = p->timeout_s;
   c->conn.impl = c;
   c->slots = malloc((size_t)c->nslots * c->conn.slot_bytes);
   c->len = calloc(c->nslots, sizeof *c->len);
   c->sig = calloc(c->nslots, sizeof *c->sig);
   c->kind = calloc(c->nslots, 1);
+  c->ref = calloc(c->nslots, sizeof *c->ref);
   for (int j = 0; j < MAX_SOCKS; j++) {
     c->s[j].fd = -1;
     c->s[j].frame = (uint64_t)j;
@@ -763,10 +780,10 @@ static tcp_conn_t *conn_new(baton__tcp_t *t, int peer, int sending, const baton_
   int staged = 1;
   for (int j = 0; j < c->nsocks && !sending; j++)
     staged &= (c->s[j].stage = malloc(STAGE)) != NULL;
-  if (!c->slots || !c->len || !c->sig || !c->kind || !staged) {
+  if (!c->slots || !c->len || !c->sig || !c->kind || !c->ref || !staged) {
     for (int j = 0; j < c->nsocks; j++)
       free(c->s[j].stage);
-    free(c->slots), free(c->len), free(c->sig), free(c->kind), free(c);
+    free(c->slots), free(c->len), free(c->sig), free(c->kind), free(c->ref), free(c);
     return NULL;
   }
   /* Touch the slots now: a first touch inside a collective costs a fault. */
@@ -883,7 +900,7 @@ int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton
   close(lfd);
   BATON_INFO(NET, "tcp on %s: %d connections out, %d in, %d socket%s each, %u slots x %zu bytes",
              a->local_ip, a->nto, a->nfrom, p->nsocks, p->nsocks > 1 ? "s" : "",
-             (unsigned)p->shm_slots, p->segment_bytes / 64 * 64);
+             (unsigned)p->shm_slots, p->tcp_segment_bytes / 64 * 64);
   *out = t;
   return 0;
 fail:
@@ -968,7 +985,7 @@ void baton__tcp_destroy(baton__tcp_t *t) {
         close(c->s[j].fd);
       free(c->s[j].stage);
     }
-    free(c->slots), free(c->len), free(c->sig), free(c->kind), free(c);
+    free(c->slots), free(c->len), free(c->sig), free(c->kind), free(c->ref), free(c);
   }
   free(t->to), free(t->from), free(t->all), free(t->pfd), free(t->pfd_conn), free(t);
 }

@@ -48,6 +48,10 @@ typedef struct {
   /* Waits until everything committed has left this rank; NULL when commit
    * already makes data visible to the peer (shared memory). */
   int (*flush)(baton__conn_t *c);
+  /* Optional (NULL: not offered): sends `bytes` straight from the caller's
+   * memory, which must stay unchanged until flush returns; takes a slot's
+   * place in the queue like acquire + commit. */
+  int (*send_ref)(baton__conn_t *c, const void *data, size_t bytes);
 } baton__transport_t;
 
 /* Checked by every transport's slow wait path (each sleep slice): a

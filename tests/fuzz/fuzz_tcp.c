@@ -57,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   close(sv[0]);
   close(sv[1]);
   c->s[0].fd = -1;
-  free(c->s[0].stage), free(c->slots), free(c->len), free(c->sig), free(c->kind), free(c);
+  free(c->s[0].stage), free(c->slots), free(c->len), free(c->sig), free(c->kind), free(c->ref);
+  free(c);
   return 0;
 }
