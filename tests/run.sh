@@ -155,6 +155,9 @@ done
 # between them): 4 hosts over TCP, and 2 hosts x 2 ranks. Skips, saying
 # why, without root or iproute2.
 run "test_cluster.sh" 1 env BUILD="$BUILD" bash tests/test_cluster.sh
+# A link cut without a word (no FIN, no RST) between two emulated hosts:
+# both ranks fail within 2 s (TCP keepalive and user timeout).
+run "test_linkbreak.sh" 1 env BUILD="$BUILD" bash tests/test_linkbreak.sh
 # The unique-id path (the program starts its own ranks) and baton_mpi.h
 # under a real mpirun.
 run "test_uniqueid 1" 1 "$BUILD/tests/test_uniqueid" 1

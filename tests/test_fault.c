@@ -12,6 +12,12 @@
  *        fail with BATON_ETIMEDOUT naming rank 1 once BATON_TIMEOUT has
  *        passed; the communicator is then broken, so the later calls fail
  *        at once with the same code and cause.
+ * link:  both ranks run 4 MiB allreduces for up to 60 s while the test
+ *        script cuts the link between their hosts (tests/test_linkbreak.sh):
+ *        no FIN or RST ever arrives, so only TCP's keepalive and its
+ *        user timeout can tell. Each rank's failing call must return
+ *        BATON_EREMOTE or BATON_ETIMEDOUT within 2 s of its start, well
+ *        before BATON_TIMEOUT; each rank prints its own `N passed, M failed`.
  * Rank 0 prints `N passed, M failed`.
  */
 #include <stdio.h>
@@ -42,6 +48,26 @@ static void expect(const char *what, int rc, double took, int want, baton_comm_t
   ok ? passed++ : failed++;
 }
 
+/* Calls until one fails; the call that fails must not take long. */
+static int link_loop(baton_comm_t *comm, double timeout) {
+  size_t n = 1 << 20;
+  float *buf = calloc(n, sizeof(float));
+  double start = now(), t0 = start, took = 0;
+  int rc = BATON_OK, calls = 0;
+  while (rc == BATON_OK && now() - start < 60) {
+    t0 = now();
+    rc = baton_allreduce(buf, buf, n, BATON_FLOAT32, BATON_SUM, comm);
+    took = now() - t0;
+    calls += rc == BATON_OK;
+  }
+  int ok = (rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT) && took < 2.0 && took < timeout;
+  printf("%s rank %d: after %d calls, %s in %.2f s: %s\n", ok ? "ok  " : "FAIL",
+         baton_comm_rank(comm), calls, baton_err_name(rc), took, baton_comm_last_error(comm));
+  printf("%d passed, %d failed\n", ok, !ok);
+  fflush(stdout);
+  _exit(ok ? 0 : 1);
+}
+
 int main(int argc, char **argv) {
   int stall = argc > 1 && strcmp(argv[1], "stall") == 0;
   double timeout = getenv("BATON_TIMEOUT") ? atof(getenv("BATON_TIMEOUT")) : 60;
@@ -50,6 +76,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "test_fault needs 2 ranks: %s\n", baton_last_init_error());
     return 1;
   }
+  if (argc > 1 && strcmp(argv[1], "link") == 0)
+    return link_loop(comm, timeout);
   if (baton_comm_rank(comm) == 1) {
     if (stall)
       sleep((unsigned)(3 * timeout + 2));
