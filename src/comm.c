@@ -48,7 +48,7 @@ static const char *relayed_cause(const char *msg) {
 static int explain(baton_comm_t *comm, int rc) {
   char val[BATON__ERRLEN + 16], err[128];
   size_t len = 0;
-  if (baton__store_get(comm->store, "abort", val, sizeof val - 1, &len, 0.3, err, sizeof err))
+  if (baton__store_get(comm->store, "abort", val, sizeof val - 1, &len, 0.15, err, sizeof err))
     return rc;
   val[len < sizeof val ? len : sizeof val - 1] = '\0';
   int code = 0, off = 0;

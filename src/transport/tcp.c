@@ -37,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -154,8 +156,10 @@ int baton__frame_parse(const uint8_t *b, uint64_t comm_id, uint32_t frame, uint3
              "stream lost its place)", get32(b));
   else if (get32(b + 44) != 0)
     snprintf(why, whylen, "a frame header with reserved bits 0x%08x set", get32(b + 44));
-  else if (f->kind > BATON__FRAME_ABORT)
+  else if (f->kind > BATON__FRAME_PING)
     snprintf(why, whylen, "a frame of unknown kind %u", f->kind);
+  else if (f->kind == BATON__FRAME_PING && f->len != 0)
+    snprintf(why, whylen, "a ping with a payload of %u bytes", f->len);
   else if (f->kind == BATON__FRAME_ABORT && (f->sig.root >= 0 || f->sig.root < -100))
     snprintf(why, whylen, "an abort frame with error code %d", (int)f->sig.root);
   else if (f->comm_id != comm_id)
@@ -324,6 +328,10 @@ static int pull(tcp_conn_t *c, sock_t *s) {
       BATON_TRACE(NET, "frame %llu from rank %d: kind %u, %u bytes, call #%llu",
                   (unsigned long long)s->frame, c->conn.peer, f.kind, f.len,
                   (unsigned long long)f.sig.seq);
+      if (f.kind == BATON__FRAME_PING) { /* nothing to keep: the ACK was the point */
+        s->done = 0;
+        continue;
+      }
       c->kind[s->frame % c->nslots] = f.kind;
       if (f.len > 0)
         continue;
@@ -373,15 +381,45 @@ static int flushed(const tcp_conn_t *c) { return c->wire == c->user; }
 /* How long a broken connection waits for a peer's explanation (an abort
  * frame relayed along another connection) before it is reported as is. */
 #ifndef EXPLAIN_S /* the fuzz target sets 0 */
-#define EXPLAIN_S 0.2
+#define EXPLAIN_S 0.1
 #endif
+
+/* A wait this long pings the peers it sends to (see ping_idle). */
+#define PING_S 0.2
+
+/* Sends a ping on every sending socket that has nothing in flight: with
+ * TCP_USER_TIMEOUT, a ping the far kernel never acknowledges breaks the
+ * connection within a second, so a rank that only waits to receive still
+ * learns that a silent link is gone (keepalive alone takes 2 s or more). */
+static void ping_idle(baton__tcp_t *t) {
+  for (int i = 0; i < t->nall; i++) {
+    tcp_conn_t *c = t->all[i];
+    for (int j = 0; c->sending && !c->failed && j < c->nsocks; j++) {
+      sock_t *s = &c->s[j];
+      int queued = 1;
+      /* Only on an empty send queue: data still unacknowledged is already
+       * watched by the user timeout, and an empty queue takes the 48 bytes
+       * whole (a partial ping would break the stream). */
+      if (s->done != 0 || s->frame < c->user || ioctl(s->fd, SIOCOUTQ, &queued) != 0 ||
+          queued != 0)
+        continue;
+      uint8_t hdr[BATON__FRAME_HDR];
+      baton__frame_t f = {.comm_id = t->comm_id, .frame = (uint32_t)s->frame,
+                          .kind = BATON__FRAME_PING, .sig = {.root = -1}};
+      baton__frame_pack(hdr, &f);
+      if (write(s->fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
+        /* an error shows at the next poll */
+      }
+    }
+  }
+}
 
 /* Drives every connection until cond(c) holds, the deadline passes or a
  * connection fails. */
 static int wait_on(tcp_conn_t *c, int (*cond)(const tcp_conn_t *), const char *what) {
   baton__tcp_t *t = c->t;
   double now = baton__now(), deadline = now + t->timeout_s, explain_by = 0;
-  double spin_end = now + t->spin_s;
+  double spin_end = now + t->spin_s, ping_at = now + PING_S;
   for (;;) {
     tcp_conn_t *bad = NULL;
     int rc = progress(t, &bad);
@@ -433,6 +471,10 @@ static int wait_on(tcp_conn_t *c, int (*cond)(const tcp_conn_t *), const char *w
       if (t->yield)
         sched_yield();
       continue;
+    }
+    if (!rc && now >= ping_at) {
+      ping_idle(t);
+      ping_at = now + PING_S;
     }
     double left = (rc ? explain_by : deadline) - now;
     if (!rc && left <= 0) {
@@ -623,8 +665,9 @@ static int io_all(int fd, void *buf, size_t n, int writing, double deadline) {
 /* No Nagle delay; and a link that breaks without a word (no FIN, no RST)
  * is noticed by the kernel within about 2 s: keepalive probes after 1 s of
  * silence, and sent data unacknowledged for 1 s ends the connection
- * (with the explanation grace and the store lookup after it, a rank
- * reports a cut link 1.5-1.8 s after the cut: tests/test_linkbreak.sh).
+ * (a rank that only waits to receive pings its peers after 0.2 s so that
+ * the timeout applies to it too; a cut link is reported 1.5-1.7 s after
+ * the cut: tests/test_linkbreak.sh).
  * The peer's kernel answers probes even while its process computes. */
 static void tune(int fd) {
   int one = 1, idle = 1, intvl = 1, cnt = 1;

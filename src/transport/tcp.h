@@ -34,10 +34,12 @@ void baton__tcp_destroy(baton__tcp_t *t);
  *   magic u32 | frame u32 | comm_id u64 | len u32 | kind u8 | coll u8 |
  *   dtype u8 | op u8 | seq u64 | count u64 | root i32 | reserved u32
  * A data frame carries the sender's call signature; an abort frame (kind 1)
- * carries the error code in `root` and a message of `len` bytes. */
+ * carries the error code in `root` and a message of `len` bytes; a ping
+ * (kind 2, no payload, not counted as a frame) only makes the peer's kernel
+ * acknowledge, so that a dead link shows within TCP_USER_TIMEOUT. */
 #define BATON__FRAME_MAGIC 0x4d415246u /* "FRAM" */
 #define BATON__FRAME_HDR 48
-enum { BATON__FRAME_DATA = 0, BATON__FRAME_ABORT = 1 };
+enum { BATON__FRAME_DATA = 0, BATON__FRAME_ABORT = 1, BATON__FRAME_PING = 2 };
 typedef struct {
   uint64_t comm_id;
   uint32_t frame; /* frames sent on this socket's connection before this one */
