@@ -18,11 +18,8 @@ static int ring_max_steps(int size) { return 2 * size; }
 
 /* Broadcast on the ring is the chain: the ring opened at the root. */
 static void ring_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                       size_t count, int root) {
-  int order[MAX_OFFLINE_SIZE];
+                       size_t count, int root, const int *order) {
   (void)count;
-  for (int i = 0; i < size; i++)
-    order[i] = i;
   if (coll == BATON__COLL_BROADCAST)
     baton__chain_schedule(s, coll, rank, size, order, root);
   else
@@ -37,7 +34,8 @@ static int flat_max_steps(int size) { return size; }
  * root's (broadcast). No rank sends: each writes its own mailbox and the
  * others read it. */
 static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                       size_t count, int root) {
+                       size_t count, int root, const int *order) {
+  (void)order;
   (void)count;
   s->coll = coll;
   s->algo = "flat";
@@ -88,12 +86,21 @@ baton__coll_t baton__coll_find(const char *name) {
   return BATON__COLL_COUNT;
 }
 
+int baton__schedule_on(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
+                       int rank, int size, size_t count, int root, const int *order) {
+  if (!algo || (unsigned)coll >= BATON__COLL_COUNT || !(algo->colls & (1u << coll)) ||
+      size < 1 || rank < 0 || rank >= size || root < 0 || root >= size)
+    return -1;
+  algo->build(s, coll, rank, size, count, root, order);
+  return 0;
+}
+
 int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
                         int rank, int size, size_t count, int root) {
-  if (!algo || (unsigned)coll >= BATON__COLL_COUNT || !(algo->colls & (1u << coll)) ||
-      size < 1 || size > MAX_OFFLINE_SIZE || rank < 0 || rank >= size || root < 0 ||
-      root >= size)
+  int identity[MAX_OFFLINE_SIZE];
+  if (size > MAX_OFFLINE_SIZE)
     return -1;
-  algo->build(s, coll, rank, size, count, root);
-  return 0;
+  for (int i = 0; i < size; i++)
+    identity[i] = i;
+  return baton__schedule_on(s, coll, algo, rank, size, count, root, identity);
 }

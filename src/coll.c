@@ -83,6 +83,13 @@ static void trace_end(baton_comm_t *comm, const call_t *c, baton__coll_t coll, i
   baton__trace_end(comm->trace, &t);
 }
 
+static const baton__algo_t *ring_algo(void) {
+  static const baton__algo_t *ring;
+  if (!ring)
+    ring = baton__algo_find("ring");
+  return ring;
+}
+
 static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   size_t es = dtype_sizes[c->dtype];
   int rc;
@@ -118,10 +125,9 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
     if (comm->trace)
       baton__trace_step_end(comm->trace, 0);
   } else {
-    if (coll == BATON__COLL_BROADCAST)
-      baton__chain_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order, c->root);
-    else
-      baton__ring_schedule(&comm->sched, coll, comm->rank, comm->size, comm->order);
+    /* The same table of algorithms that baton-viz and the tracer draw. */
+    baton__schedule_on(&comm->sched, coll, ring_algo(), comm->rank, comm->size, c->count,
+                       c->root == NO_ROOT ? 0 : c->root, comm->order);
     rc = baton__exec(comm, &a);
   }
   if (comm->trace)
@@ -200,7 +206,8 @@ int baton__ring_barrier(baton_comm_t *comm) {
   baton__exec_args_t a = {.in = (const char *)comm->scratch + comm->rank,
                           .out = (char *)comm->scratch, .elsize = 1,
                           .dtype = BATON_UINT8, .op = BATON_SUM};
-  baton__ring_schedule(&comm->sched, BATON__COLL_ALLGATHER, comm->rank, comm->size, comm->order);
+  baton__schedule_on(&comm->sched, BATON__COLL_ALLGATHER, ring_algo(), comm->rank, comm->size, 1,
+                     0, comm->order);
   comm->sched.algo = "ring";
   return baton__exec(comm, &a);
 }

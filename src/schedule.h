@@ -88,9 +88,10 @@ typedef struct {
   const char *layout; /* how to draw the ranks: "ring" or "tree" */
   int (*max_steps)(int size);
   /* Fills s for one rank; count is the count of the public call, root
-   * the root of a rooted collective (broadcast). */
+   * the root of a rooted collective (broadcast), order the ring (ranks in
+   * ring order, following the topology). */
   void (*build)(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                size_t count, int root);
+                size_t count, int root, const int *order);
 } baton__algo_t;
 
 /* The table, *n rows; and the row named `name`, or NULL. */
@@ -105,6 +106,10 @@ baton__coll_t baton__coll_find(const char *name);
  * arguments are out of range. */
 int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
                         int rank, int size, size_t count, int root);
+/* The same on a given ring `order` (the communicator's): what the library
+ * itself executes. schedule_for is this on the ring 0, 1, ..., N-1. */
+int baton__schedule_on(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
+                       int rank, int size, size_t count, int root, const int *order);
 
 /* Chunk c of `count` elements cut into n chunks: the first count % n chunks
  * hold one element more. */
