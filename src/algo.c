@@ -16,11 +16,12 @@
 
 static int ring_max_steps(int size) { return 2 * size; }
 
-/* Broadcast on the ring is the chain: the ring opened at the root. */
+/* Broadcast and reduce on the ring are the chain: the ring opened at the
+ * root. */
 static void ring_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                        size_t count, int root, const int *order) {
   (void)count;
-  if (coll == BATON__COLL_BROADCAST)
+  if (coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE)
     baton__chain_schedule(s, coll, rank, size, order, root);
   else
     baton__ring_schedule(s, coll, rank, size, order);
@@ -49,6 +50,8 @@ static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
     st->send_peer = -1;
     st->send_chunk = -1;
     st->recv_peer = q;
+    st->recv_n = 1;
+    st->recv_with = BATON__FROM_WORK;
     st->recv_chunk = coll == BATON__COLL_ALLREDUCE        ? BATON__ALL_CHUNKS
                      : coll == BATON__COLL_REDUCE_SCATTER ? rank
                                                           : q;
@@ -59,17 +62,25 @@ static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
   }
 }
 
-#define ALL (1u << BATON__COLL_ALLREDUCE | 1u << BATON__COLL_REDUCE_SCATTER | \
-             1u << BATON__COLL_ALLGATHER | 1u << BATON__COLL_BROADCAST)
+#define BIT(c) (1u << BATON__COLL_##c)
+#define FLAT_COLLS (BIT(ALLREDUCE) | BIT(REDUCE_SCATTER) | BIT(ALLGATHER) | BIT(BROADCAST))
+#define RING_COLLS (FLAT_COLLS | BIT(REDUCE) | BIT(ALLGATHERV) | BIT(REDUCE_SCATTERV))
 
 static const baton__algo_t algos[] = {
-    {"ring", ALL, "ring", ring_max_steps, ring_build},
-    {"flat", ALL, "ring", flat_max_steps, flat_build},
+    {"ring", RING_COLLS, "ring", ring_max_steps, ring_build},
+    {"flat", FLAT_COLLS, "ring", flat_max_steps, flat_build},
 };
 
 const baton__algo_t *baton__algos(int *n) {
   *n = (int)(sizeof algos / sizeof algos[0]);
   return algos;
+}
+
+int baton__max_steps(int size) {
+  int most = 0;
+  for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
+    most = algos[i].max_steps(size) > most ? algos[i].max_steps(size) : most;
+  return most;
 }
 
 const baton__algo_t *baton__algo_find(const char *name) {

@@ -93,7 +93,8 @@ static const baton__algo_t *ring_algo(void) {
 static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   size_t es = dtype_sizes[c->dtype];
   int rc;
-  int flat = baton__flat_fits(comm, coll, c->count, es);
+  const baton__algo_t *algo = baton__select(comm, coll, c->count, es);
+  int flat = strcmp(algo->name, "flat") == 0;
   comm->seq++;
   comm->sig = (baton__sig_t){.seq = comm->seq, .count = c->count,
                              .root = c->root == NO_ROOT ? -1 : c->root, .coll = (uint8_t)coll,
@@ -105,7 +106,7 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   BATON_INFO(COLL, "%s #%llu: count %zu %s %s, algo %s", c->name,
              (unsigned long long)comm->seq, c->count, dtype_names[c->dtype],
              c->op == BATON_OP_COUNT ? "-" : op_names[c->op],
-             comm->size == 1 ? "local" : flat ? "flat" : "ring");
+             comm->size == 1 ? "local" : algo->name);
   if (c->count == 0)
     return BATON_OK;
   if (comm->size == 1) {
@@ -126,9 +127,15 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
       baton__trace_step_end(comm->trace, 0);
   } else {
     /* The same table of algorithms that baton-viz and the tracer draw. */
-    baton__schedule_on(&comm->sched, coll, ring_algo(), comm->rank, comm->size, c->count,
+    baton__schedule_on(&comm->sched, coll, algo, comm->rank, comm->size, c->count,
                        c->root == NO_ROOT ? 0 : c->root, comm->order);
-    rc = baton__exec(comm, &a);
+    size_t work = baton__sched_work_bytes(comm, es);
+    if (work && baton__work_reserve(comm, work) != 0)
+      rc = baton__fail(comm, BATON_ENOMEM, "%s: %s needs %zu bytes of scratch memory, more "
+                       "than BATON_SCRATCH_BYTES allows or the system gives", c->name,
+                       comm->sched.algo, work);
+    else
+      rc = baton__exec(comm, &a);
   }
   if (comm->trace)
     trace_end(comm, c, coll, flat, rc);
@@ -142,7 +149,8 @@ int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtyp
   if (rc)
     return rc;
   for (int r = 0; r < comm->size; r++) {
-    comm->in_off[r] = comm->out_off[r] = baton__chunk_off(count, comm->size, r);
+    comm->in_off[r] = comm->out_off[r] = comm->work_off[r] =
+        baton__chunk_off(count, comm->size, r);
     comm->len[r] = baton__chunk_len(count, comm->size, r);
   }
   return run(comm, &c, BATON__COLL_ALLREDUCE);
@@ -156,7 +164,7 @@ int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
   if (rc)
     return rc;
   for (int r = 0; r < comm->size; r++) {
-    comm->in_off[r] = (size_t)r * recvcount;
+    comm->in_off[r] = comm->work_off[r] = (size_t)r * recvcount;
     comm->out_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
     comm->len[r] = recvcount;
   }
@@ -172,7 +180,7 @@ int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_
     return rc;
   for (int r = 0; r < comm->size; r++) {
     comm->in_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
-    comm->out_off[r] = (size_t)r * sendcount;
+    comm->out_off[r] = comm->work_off[r] = (size_t)r * sendcount;
     comm->len[r] = sendcount;
   }
   return run(comm, &c, BATON__COLL_ALLGATHER);
@@ -185,7 +193,7 @@ int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtyp
   if (rc)
     return rc;
   for (int r = 0; r < comm->size; r++) {
-    comm->in_off[r] = comm->out_off[r] = 0;
+    comm->in_off[r] = comm->out_off[r] = comm->work_off[r] = 0;
     comm->len[r] = r == root ? count : 0;
   }
   if (comm->rank != root)

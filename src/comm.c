@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -267,16 +268,18 @@ static int read_identity(baton_comm_t *c, const given_t *given, char *host, size
 static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
   size_t n = (size_t)c->size;
   c->order = calloc(n, sizeof *c->order);
-  c->sched.steps = calloc(2 * n, sizeof *c->sched.steps);
+  c->sched.steps = calloc((size_t)baton__max_steps(n), sizeof *c->sched.steps);
   c->in_off = calloc(n, sizeof(size_t));
   c->out_off = calloc(n, sizeof(size_t));
   c->len = calloc(n, sizeof(size_t));
+  c->work_off = calloc(n, sizeof(size_t));
   c->hosts = calloc(n, sizeof *c->hosts);
   c->group = calloc(n, sizeof *c->group);
   c->to = calloc(n, sizeof *c->to);
   c->from = calloc(n, sizeof *c->from);
   c->scratch = calloc(2 * n, 1);
-  if (!c->order || !c->sched.steps || !c->in_off || !c->out_off || !c->len || !c->hosts ||
+  if (!c->order || !c->sched.steps || !c->in_off || !c->out_off || !c->len || !c->work_off ||
+      !c->hosts ||
       !c->group || !c->to || !c->from || !c->scratch) {
     snprintf(err, errlen, "out of memory for the tables of %d ranks", c->size);
     return BATON_ENOMEM;
@@ -297,6 +300,9 @@ static void free_comm(baton_comm_t *c) {
   free(c->in_off);
   free(c->out_off);
   free(c->len);
+  free(c->work_off);
+  if (c->work)
+    munmap(c->work, c->work_bytes);
   free(c->hosts);
   free(c->group);
   free(c->to);
@@ -363,25 +369,52 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
   free(local);
   if (rc)
     return rc;
-  c->to[next] = baton__shm_send_conn(c->shm);
-  c->from[prev] = baton__shm_recv_conn(c->shm);
-  if (c->to[next] && c->from[prev])
+  /* Every other rank is reachable: the ring's neighbours through the ring's
+   * channels, the rest for the algorithms that talk to any rank. */
+  int *remote = calloc((size_t)n, sizeof *remote), nremote = 0;
+  if (!remote) {
+    snprintf(err, errlen, "out of memory");
+    return BATON_ENOMEM;
+  }
+  for (int r = 0; r < n; r++) {
+    if (r == c->rank)
+      continue;
+    c->to[r] = baton__shm_conn_to(c->shm, r);
+    c->from[r] = baton__shm_conn_from(c->shm, r);
+    if (!c->to[r])
+      remote[nremote++] = r;
+  }
+  /* The ring's segment, the same on every rank: a segment is forwarded
+   * from one edge to the next, so it fits the smallest slot of any edge of
+   * the whole ring, shared memory or TCP. */
+  size_t shm_slot = c->params.segment_bytes / 64 * 64, tcp_slot = c->params.tcp_segment_bytes / 64 * 64;
+  c->slot_bytes = 0;
+  for (int i = 0; i < n; i++) {
+    int a = c->order[i], b = c->order[(i + 1) % n];
+    size_t slot = c->group[a] == c->group[b] && !tcp_only ? shm_slot : tcp_slot;
+    if (!c->slot_bytes || slot < c->slot_bytes)
+      c->slot_bytes = slot;
+  }
+  if (nremote == 0) {
+    free(remote);
     return 0;
+  }
   char ip[64];
   if ((rc = baton__pick_local_ip(c->params.socket_ifname, rendezvous, ip, sizeof ip, err,
-                                 errlen)) != 0)
+                                 errlen)) != 0) {
+    free(remote);
     return rc;
+  }
   baton__tcp_args_t a = {.rank = c->rank, .size = n, .comm_id = c->id, .sig = &c->sig,
-                         .to = &next, .from = &prev, .nto = !c->to[next],
-                         .nfrom = !c->from[prev], .local_ip = ip, .hosts = c->hosts,
-                         .secret = &c->secret};
-  if ((rc = baton__tcp_setup(c->store, &a, &c->params, &c->tcp, err, errlen)) != 0)
-    return rc;
-  if (!c->to[next])
-    c->to[next] = baton__tcp_send_conn(c->tcp, next);
-  if (!c->from[prev])
-    c->from[prev] = baton__tcp_recv_conn(c->tcp, prev);
-  return 0;
+                         .to = remote, .from = remote, .nto = nremote, .nfrom = nremote,
+                         .local_ip = ip, .hosts = c->hosts, .secret = &c->secret};
+  rc = baton__tcp_setup(c->store, &a, &c->params, &c->tcp, err, errlen);
+  for (int i = 0; rc == 0 && i < nremote; i++) {
+    c->to[remote[i]] = baton__tcp_send_conn(c->tcp, remote[i]);
+    c->from[remote[i]] = baton__tcp_recv_conn(c->tcp, remote[i]);
+  }
+  free(remote);
+  return rc;
 }
 
 /* No rank leaves init before all have: a rank whose first collective fails
@@ -562,7 +595,8 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
   if ((rc = baton__store_connect(host, port, c->params.timeout_s, &c->secret, &c->store, err,
                                  errlen)) != 0)
     goto fail;
-  if ((rc = alloc_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
+  if ((rc = baton__algo_parse(c->params.algo, c->forced, err, errlen)) != 0 ||
+      (rc = alloc_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
       (rc = share_id(c, err, errlen)) != 0)
     goto fail;
   if (c->params.trace[0] && (rc = baton__trace_open(&c->trace, c->params.trace, c->rank,
@@ -575,12 +609,17 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
   for (int r = 0; r < c->size; r++) {
     baton__conn_t *k[2] = {c->to[r], c->from[r]};
     for (int i = 0; i < 2; i++)
-      if (k[i]) {
+      if (k[i])
         k[i]->sig = &c->sig, k[i]->self = c->rank;
-        if (!c->slot_bytes || k[i]->slot_bytes < c->slot_bytes)
-          c->slot_bytes = k[i]->slot_bytes;
-      }
   }
+  /* Messages of the other algorithms fit every kind of connection; this
+   * depends on the settings only, so it is the same on every rank. */
+  c->stream_slot_bytes = c->params.pair_segment_bytes < c->params.segment_bytes
+                             ? c->params.pair_segment_bytes
+                             : c->params.segment_bytes;
+  if (c->params.tcp_segment_bytes < c->stream_slot_bytes)
+    c->stream_slot_bytes = c->params.tcp_segment_bytes;
+  c->stream_slot_bytes = c->stream_slot_bytes / 64 * 64;
   if (c->shm)
     baton__shm_watch(c->shm, &c->watch);
   baton__tcp_watch(c->tcp, &c->watch);

@@ -25,7 +25,12 @@ struct baton_comm {
   unsigned char *scratch;        /* 2 * size bytes for the barrier */
   int *order;                    /* the ring: ranks in ring order */
   baton__sched_t sched;          /* reused by every collective */
+  const baton__algo_t *forced[BATON__COLL_COUNT]; /* BATON_ALGO, NULL: choose */
   size_t *in_off, *out_off, *len; /* per-chunk layout, reused */
+  size_t *work_off;              /* per chunk: where in `work` it lives without an output */
+  char *work;                    /* scratch memory, grown on demand (baton__work_reserve) */
+  size_t work_bytes;
+  size_t stream_slot_bytes;      /* segment of messages of several chunks (exec.c) */
   uint64_t seq;                  /* collectives started so far */
   baton__sig_t sig;              /* the current call, as peers must see it */
   baton__watch_t watch;          /* what every wait checks (comm.c) */
@@ -68,6 +73,22 @@ typedef struct {
 } baton__exec_args_t;
 
 int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a);
+
+/* Bytes of scratch the current schedule needs for `elsize`-byte elements:
+ * the WORK of the chunks this rank has no output for. */
+size_t baton__sched_work_bytes(const baton_comm_t *comm, size_t elsize);
+/* Makes comm->work hold at least `bytes`, pre-faulted; BATON_ENOMEM when it
+ * cannot or when that passes BATON_SCRATCH_BYTES. */
+int baton__work_reserve(baton_comm_t *comm, size_t bytes);
+
+/* BATON_ALGO: fills forced[coll] for each collective it names (NULL for the
+ * others); BATON_EUSAGE naming an unknown algorithm or collective. */
+int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err,
+                      size_t errlen);
+/* The algorithm for this call (select.c): BATON_ALGO's where it can serve
+ * the call, else the cost model's choice. Logs why at INFO. */
+const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
+                                   size_t elsize);
 
 /* The flat algorithm (coll/flat.c): whether it can serve this call, and the
  * call itself. count is the per-rank count of the public call. */

@@ -70,6 +70,10 @@ typedef struct {
   char socket_ifname[256]; /* BATON_SOCKET_IFNAME, "" when unset */
   int nsocks;              /* BATON_NSOCKS */
   size_t tcp_segment_bytes; /* BATON_TCP_SEGMENT_BYTES */
+  size_t pair_segment_bytes; /* BATON_PAIR_SEGMENT_BYTES */
+  size_t scratch_bytes;    /* BATON_SCRATCH_BYTES */
+  char algo[256];          /* BATON_ALGO */
+  char tune_file[256];     /* BATON_TUNE_FILE */
   char secret[256];        /* BATON_SECRET, "" when unset */
   char trace[256];         /* BATON_TRACE, "" when unset */
   /* Not knobs: filled by baton__launch_env (launch_env.c). */

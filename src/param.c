@@ -61,6 +61,18 @@ static const param_row_t rows[] = {
      "TCP: sockets per connection; frames are spread over them"},
     {"BATON_TCP_SEGMENT_BYTES", P_BYTES, "1M", 64, 64 << 20, F(tcp_segment_bytes),
      "TCP: pipeline unit when no ring edge is shared memory (else BATON_SEGMENT_BYTES)"},
+    {"BATON_PAIR_SEGMENT_BYTES", P_BYTES, "64K", 64, 64 << 20, F(pair_segment_bytes),
+     "segment of the messages of non-ring algorithms; shared-memory channels between ranks "
+     "that are not ring neighbours have slots this large"},
+    {"BATON_SCRATCH_BYTES", P_BYTES, "256M", 0, 1e18, F(scratch_bytes),
+     "most scratch memory an algorithm may use for blocks a rank only passes on; "
+     "an algorithm that would need more gives way to the next best"},
+    {"BATON_ALGO", P_STRING, "", 0, 0, F(algo),
+     "force algorithms: a name for every collective it serves (rhd) or coll:name,... "
+     "(allreduce:ring,broadcast:tree); names: ring, naive, rhd, rd, tree, pairwise, flat"},
+    {"BATON_TUNE_FILE", P_STRING, "", 0, 0, F(tune_file),
+     "alpha-beta-gamma costs per transport written by baton-tune (default: "
+     "$XDG_CACHE_HOME/baton/tune or ~/.cache/baton/tune when it exists)"},
     {"BATON_TRACE", P_STRING, "", 0, 0, F(trace),
      "file to write a JSON line per step of every collective to, %r = rank (docs/trace.md)"},
     {"BATON_SECRET", P_SECRET, "", 0, 0, F(secret),

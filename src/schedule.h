@@ -20,28 +20,69 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Phases, in the order they happen within a schedule (the offline checks
+ * and the drawing order steps by (phase, step)). */
 typedef enum {
+  BATON__PHASE_FOLD,           /* non-power-of-two: extra ranks hand their data in */
   BATON__PHASE_REDUCE_SCATTER,
+  BATON__PHASE_REDUCE,         /* towards a root (tree, chain, naive) */
+  BATON__PHASE_GATHER,
+  BATON__PHASE_EXCHANGE,       /* whole buffers (rd allreduce) or blocks (alltoall) */
   BATON__PHASE_ALLGATHER,
+  BATON__PHASE_SCATTER,
   BATON__PHASE_BROADCAST,
-  BATON__PHASE_FLAT,      /* one step, every rank reads every other rank */
+  BATON__PHASE_UNFOLD,         /* non-power-of-two: extra ranks get the result */
+  BATON__PHASE_FLAT,           /* one step, every rank reads every other rank */
+  BATON__PHASE_COUNT
 } baton__phase_t;
 
 typedef enum {
   BATON__RECV_COPY,   /* receive and overwrite */
-  BATON__RECV_REDUCE, /* receive and combine with this rank's own input */
+  BATON__RECV_REDUCE, /* receive and combine with what recv_with names */
 } baton__recv_op_t;
 
+/* Where a chunk's bytes are, for a send or for the reduction of a receive:
+ *  - INPUT: the caller's send buffer, at the chunk's input offset;
+ *  - WORK:  the chunk's working copy. That is the caller's output where
+ *           this rank has the chunk in its output, else the communicator's
+ *           scratch memory (for chunks a rank only passes on: partial sums
+ *           on a non-root in a tree, blocks a gather tree forwards). */
+typedef enum { BATON__FROM_INPUT, BATON__FROM_WORK } baton__from_t;
+
+/* One step of one rank. A step sends at most one message and receives at
+ * most one. A message carries a run of chunks: `n` chunks from `chunk` on,
+ * taken modulo the number of chunks (so a run may wrap past the last), one
+ * piece of each per round; n is 1 for the ring.
+ *
+ * The executor first sends, then receives. What it receives lands in WORK,
+ * copied or combined (REDUCE: received op recv_with), unless `forward` says
+ * it goes straight out again as the next step's send (the ring's pipeline:
+ * no memory touched); `keep` then says whether it also lands in WORK.
+ *
+ * A step with send_keep and no send_peer is a local copy: the chunks go
+ * from INPUT to WORK, e.g. a rank's own block before a gather tree sends
+ * its subtree. With a send_peer, send_keep sends from INPUT and stores the
+ * same bytes in WORK on the way (allgather's own chunk).
+ *
+ * An algorithm may overwrite, in WORK, bytes it sent earlier only after it
+ * has received something that depends on that send having arrived: TCP
+ * may still be sending from the memory itself (send_ref). */
 typedef struct {
-  uint8_t phase;    /* baton__phase_t */
-  uint16_t step;    /* step number within the phase */
-  int send_peer;    /* -1 when the step only receives */
+  uint8_t phase;     /* baton__phase_t */
+  uint16_t step;     /* step number within the phase */
+  int send_peer;     /* -1 when the step only receives */
   int send_chunk;
-  int recv_peer;    /* -1 when the step only sends */
+  uint16_t send_n;   /* chunks in the message */
+  uint8_t send_from; /* baton__from_t */
+  uint8_t send_keep; /* see above */
+  int recv_peer;     /* -1 when the step only sends */
   int recv_chunk;
-  uint8_t recv_op;  /* baton__recv_op_t */
-  uint8_t keep;     /* the received chunk is final: store it in the output */
-  uint8_t forward;  /* the result is what this rank sends at the next step */
+  uint16_t recv_n;
+  uint8_t recv_op;   /* baton__recv_op_t */
+  uint8_t recv_with; /* baton__from_t: what REDUCE combines the message with */
+  uint8_t keep;      /* the result lands in WORK */
+  uint8_t forward;   /* the result is the next step's send (n == 1 on both) */
+  uint8_t finish;    /* the result is the complete reduction: AVG divides here */
 } baton__step_t;
 
 typedef enum {
@@ -49,10 +90,30 @@ typedef enum {
   BATON__COLL_REDUCE_SCATTER,
   BATON__COLL_ALLGATHER,
   BATON__COLL_BROADCAST,
+  BATON__COLL_REDUCE,
+  BATON__COLL_ALLTOALL,
+  BATON__COLL_GATHER,
+  BATON__COLL_SCATTER,
+  BATON__COLL_ALLGATHERV,     /* allgather with a count per rank */
+  BATON__COLL_REDUCE_SCATTERV, /* reduce_scatter with a count per rank */
   BATON__COLL_BARRIER, /* no schedule: only its signature is exchanged */
   BATON__COLL_COUNT
 } baton__coll_t;
 
+/* The chunks of each collective. There are always N chunks (N = size),
+ * chunk c being rank c's part:
+ *  - allreduce, reduce_scatter(v): chunk c is the part of the buffer that
+ *    rank c owns once reduce-scattered; every rank has all N in INPUT;
+ *  - allgather(v), gather: chunk c is rank c's block; a rank has only its
+ *    own in INPUT;
+ *  - alltoall: chunk c is the block this rank sends to rank c (INPUT) and
+ *    the block it receives from rank c (output): a block moves from INPUT
+ *    chunk `to` on one rank to output chunk `from` on the other, so the
+ *    schedule names the sender's index on send and the receiver's on
+ *    receive;
+ *  - scatter: chunk c is rank c's block, all in the root's INPUT;
+ *  - broadcast, reduce: one chunk holds the whole buffer, chunk `root`;
+ *    the others are empty. */
 typedef struct {
   baton__coll_t coll;
   const char *algo;
@@ -68,10 +129,13 @@ const char *baton__phase_name(baton__phase_t phase);
 void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
                           int size, const int *order);
 
-/* Chain (the ring opened at the root), for broadcast: the root sends the
- * one chunk `root` to the next rank, every other rank receives it, keeps it
- * and forwards it, until the rank before the root. Pipelined by segments,
- * so a large buffer costs about one transfer plus N-2 segment latencies. */
+/* Chain (the ring opened at the root), for broadcast and reduce. Broadcast:
+ * the root sends the one chunk `root` to the next rank, every other rank
+ * receives it, keeps it and forwards it, until the rank before the root.
+ * Reduce runs the other way round: the rank after the root sends its
+ * input, each next one adds its own and passes the sum on, and the root
+ * adds its own last. Pipelined by segments, so a large buffer costs about
+ * one transfer plus N-2 segment latencies. */
 void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                            const int *order, int root);
 
@@ -93,6 +157,9 @@ typedef struct {
   void (*build)(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                 size_t count, int root, const int *order);
 } baton__algo_t;
+
+/* The most steps any algorithm of the table needs on `size` ranks. */
+int baton__max_steps(int size);
 
 /* The table, *n rows; and the row named `name`, or NULL. */
 const baton__algo_t *baton__algos(int *n);

@@ -271,7 +271,7 @@ int main(void) {
       ring_against_statement((baton__coll_t)c, n);
     for (int root = 0; root < n; root += n > 4 ? 3 : 1)
       chain_against_statement(n, root);
-    for (int c = 0; c < BATON__COLL_COUNT; c++)
+    for (int c = 0; c <= BATON__COLL_BROADCAST; c++)
       for (int a = 0; a < nalgos; a++)
         for (int root = 0; root < n && (algos[a].colls & (1u << c)); root += n > 4 ? 3 : 1) {
           simulate((baton__coll_t)c, &algos[a], n, root);

@@ -10,7 +10,10 @@
  *
  * The ranks of one host are numbered by local index (ascending global
  * rank). The file holds one channel per local rank i, carrying data from it
- * to its successor on the ring when that successor is on this host too. A channel is a ring of `nslots` slots of
+ * to its successor on the ring when that successor is on this host too,
+ * then a smaller channel for every other ordered pair of local ranks (slots
+ * of BATON_PAIR_SEGMENT_BYTES), for the algorithms that talk to any rank.
+ * A channel is a ring of `nslots` slots of
  * `slot_bytes` each and two counters: `head` (slots committed by the sender)
  * and `tail` (slots released by the receiver). Each side writes only its own
  * counter, so no locks are needed. Slots stay small enough to live in cache,
@@ -78,7 +81,8 @@ typedef struct {
   uint64_t magic;
   uint32_t nranks, nslots;
   uint64_t slot_bytes, total_bytes, mailbox_bytes; /* mailbox: header + data */
-  char pad0[CACHELINE - 40];
+  uint64_t pair_slot_bytes;
+  char pad0[CACHELINE - 48];
   _Atomic int32_t abort_claim; /* the first rank that fails takes it */
   _Atomic int32_t abort_rc;    /* then writes the message, then the code */
   char abort_msg[CACHELINE * 8 - 8];
@@ -108,6 +112,8 @@ struct baton__shm {
   int watched;        /* the last failed wait was ended by the watch */
   chan_t send_chan, recv_chan;
   baton__conn_t send_conn, recv_conn;
+  chan_t *pair_send_chan, *pair_recv_chan; /* per local index */
+  baton__conn_t *pair_send, *pair_recv;
 };
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -125,9 +131,19 @@ static size_t header_bytes(int size, size_t mailbox_bytes) {
   return align_up(ranks_bytes(size) + 2 * (size_t)size * mailbox_bytes, 4096);
 }
 
+/* Channels 0..size-1 are the ring's; then the pairs, see pair_chan(). */
 static char *chan_base(baton__shm_t *s, int pos) {
-  return (char *)s->base + header_bytes(s->size, s->hdr->mailbox_bytes) +
-         (size_t)pos * align_up(chan_bytes(s->hdr->nslots, s->hdr->slot_bytes), 4096);
+  size_t ring = align_up(chan_bytes(s->hdr->nslots, s->hdr->slot_bytes), 4096);
+  size_t pair = align_up(chan_bytes(s->hdr->nslots, s->hdr->pair_slot_bytes), 4096);
+  char *b = (char *)s->base + header_bytes(s->size, s->hdr->mailbox_bytes);
+  if (pos < s->size)
+    return b + (size_t)pos * ring;
+  return b + (size_t)s->size * ring + (size_t)(pos - s->size) * pair;
+}
+
+/* The channel from local rank i to local rank j != i. */
+static int pair_chan(const baton__shm_t *s, int i, int j) {
+  return s->size + i * (s->size - 1) + (j < i ? j : j - 1);
 }
 
 static void chan_bind(baton__shm_t *s, chan_t *ch, int pos) {
@@ -398,6 +414,12 @@ static int map_file(int fd, size_t bytes, void **base, char *err, size_t errlen)
   return 0;
 }
 
+/* Pair channels never have larger slots than the ring's. */
+static size_t pair_slot_bytes(const baton__params_t *p) {
+  size_t b = p->pair_segment_bytes < p->segment_bytes ? p->pair_segment_bytes : p->segment_bytes;
+  return b / CACHELINE * CACHELINE;
+}
+
 static int create_file(baton__shm_t *s, const baton__params_t *p, char *name,
                        size_t namelen, char *err, size_t errlen) {
   snprintf(name, namelen, "/baton-%d-%08lx", (int)getpid(),
@@ -420,6 +442,7 @@ static int create_file(baton__shm_t *s, const baton__params_t *p, char *name,
   s->hdr->nranks = (uint32_t)s->size;
   s->hdr->nslots = (uint32_t)p->shm_slots;
   s->hdr->slot_bytes = s->send_conn.slot_bytes;
+  s->hdr->pair_slot_bytes = pair_slot_bytes(p);
   s->hdr->total_bytes = s->bytes;
   s->hdr->mailbox_bytes = align_up(MAILBOX_DATA + p->flat_bytes, CACHELINE);
   s->hdr->magic = SHM_MAGIC;
@@ -449,7 +472,8 @@ static int open_file(baton__shm_t *s, const baton__params_t *p, const char *name
     goto fail_close;
   s->hdr = s->base;
   if (s->hdr->magic != SHM_MAGIC || s->hdr->nranks != (uint32_t)s->size ||
-      s->hdr->slot_bytes != s->send_conn.slot_bytes || s->hdr->nslots != (uint32_t)p->shm_slots) {
+      s->hdr->slot_bytes != s->send_conn.slot_bytes || s->hdr->nslots != (uint32_t)p->shm_slots ||
+      s->hdr->pair_slot_bytes != pair_slot_bytes(p)) {
     snprintf(err, errlen, "shared memory %s does not match this rank's settings "
              "(size %d, segment %zu bytes)", name, s->size, s->send_conn.slot_bytes);
     rc = BATON_EUSAGE;
@@ -485,6 +509,15 @@ static void bind_conns(baton__shm_t *s, int next, int prev, const baton__params_
     bind_conn(s, &s->send_conn, &s->send_chan, s->rank, next, p);
   if (prev >= 0 && local_index(s, prev) >= 0)
     bind_conn(s, &s->recv_conn, &s->recv_chan, local_index(s, prev), prev, p);
+  for (int j = 0; j < s->size; j++) {
+    if (j == s->rank)
+      continue;
+    bind_conn(s, &s->pair_send[j], &s->pair_send_chan[j], pair_chan(s, s->rank, j), s->local[j],
+              p);
+    bind_conn(s, &s->pair_recv[j], &s->pair_recv_chan[j], pair_chan(s, j, s->rank), s->local[j],
+              p);
+    s->pair_send[j].slot_bytes = s->pair_recv[j].slot_bytes = s->hdr->pair_slot_bytes;
+  }
 }
 
 static double spin_seconds(const baton__params_t *p, int size) {
@@ -493,6 +526,13 @@ static double spin_seconds(const baton__params_t *p, int size) {
   if (cpus > 0 && size > cpus)
     return p->spin_us < 2 ? p->spin_us * 1e-6 : 2e-6;
   return p->spin_us * 1e-6;
+}
+
+static void free_pairs(baton__shm_t *s) {
+  free(s->pair_send_chan);
+  free(s->pair_recv_chan);
+  free(s->pair_send);
+  free(s->pair_recv);
 }
 
 int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *local, int size,
@@ -514,7 +554,20 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   s->oversubscribed = cpus > 0 && size > cpus;
   s->send_conn.slot_bytes = s->recv_conn.slot_bytes = p->segment_bytes / CACHELINE * CACHELINE;
   s->bytes = header_bytes(size, align_up(MAILBOX_DATA + p->flat_bytes, CACHELINE)) +
-             (size_t)size * align_up(chan_bytes((uint32_t)p->shm_slots, s->send_conn.slot_bytes), 4096);
+             (size_t)size * align_up(chan_bytes((uint32_t)p->shm_slots, s->send_conn.slot_bytes), 4096) +
+             (size_t)size * (size_t)(size - 1) *
+                 align_up(chan_bytes((uint32_t)p->shm_slots, pair_slot_bytes(p)), 4096);
+  s->pair_send_chan = calloc((size_t)size, sizeof(chan_t));
+  s->pair_recv_chan = calloc((size_t)size, sizeof(chan_t));
+  s->pair_send = calloc((size_t)size, sizeof(baton__conn_t));
+  s->pair_recv = calloc((size_t)size, sizeof(baton__conn_t));
+  if (!s->pair_send_chan || !s->pair_recv_chan || !s->pair_send || !s->pair_recv) {
+    snprintf(err, errlen, "out of memory");
+    free_pairs(s);
+    free(s->local);
+    free(s);
+    return BATON_ENOMEM;
+  }
   char name[64];
   size_t len = 0;
   int rc;
@@ -551,6 +604,7 @@ fail_unmap:
   if (s->base)
     munmap(s->base, s->bytes);
 fail_free:
+  free_pairs(s);
   free(s->local);
   free(s);
   return rc;
@@ -563,10 +617,24 @@ baton__conn_t *baton__shm_recv_conn(baton__shm_t *s) {
   return s && s->recv_conn.ops ? &s->recv_conn : NULL;
 }
 
+baton__conn_t *baton__shm_conn_to(baton__shm_t *s, int peer) {
+  int j = s ? local_index(s, peer) : -1;
+  if (j < 0 || j == s->rank)
+    return NULL;
+  return s->send_conn.ops && s->send_conn.peer == peer ? &s->send_conn : &s->pair_send[j];
+}
+baton__conn_t *baton__shm_conn_from(baton__shm_t *s, int peer) {
+  int j = s ? local_index(s, peer) : -1;
+  if (j < 0 || j == s->rank)
+    return NULL;
+  return s->recv_conn.ops && s->recv_conn.peer == peer ? &s->recv_conn : &s->pair_recv[j];
+}
+
 void baton__shm_destroy(baton__shm_t *s) {
   if (!s)
     return;
   munmap(s->base, s->bytes);
+  free_pairs(s);
   free(s->local);
   free(s);
 }
