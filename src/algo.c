@@ -69,6 +69,7 @@ static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
 static const baton__algo_t algos[] = {
     {"ring", RING_COLLS, "ring", ring_max_steps, ring_build},
     {"flat", FLAT_COLLS, "ring", flat_max_steps, flat_build},
+    {"pairwise", BIT(ALLTOALL), "ring", baton__pairwise_max_steps, baton__pairwise_build},
 };
 
 const baton__algo_t *baton__algos(int *n) {

@@ -139,6 +139,12 @@ void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
 void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                            const int *order, int root);
 
+/* Pairwise exchange (coll/pairwise.c), for alltoall: N - 1 steps, in each
+ * of which every rank sends one block and receives one. */
+int baton__pairwise_max_steps(int size);
+void baton__pairwise_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                           size_t count, int root, const int *order);
+
 /* ---- The algorithms, as one table (algo.c): the one place the tracer, the
  * diagram tool, the cost model and the tests ask for a schedule. A new
  * algorithm adds a row there and appears in all of them. */

@@ -136,8 +136,12 @@ static int run_more(const bench_t *b, const layout_t *L, baton_dtype_t dt,
   case COLL_SCATTER:
     return baton_scatter(L->send, L->recv, b->part, dt, root, b->comm);
 #endif
-  default:
-    bench_die("-c %s: %s", coll_names[b->o.coll], why_not(b->o.coll));
+  default: { /* when every collective is compiled in, only a bad value */
+    const char *why = why_not(b->o.coll);
+    bench_die("-c %s: %s",
+              (unsigned)b->o.coll < COLL_COUNT ? coll_names[b->o.coll] : "?",
+              why ? why : "not a collective");
+  }
   }
 }
 
