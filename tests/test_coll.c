@@ -456,9 +456,12 @@ static const run_fn runs[BARRIER] = {
     run_allreduce, run_reduce_scatter, run_allgather, run_broadcast,  run_reduce,
     run_alltoall,  run_gather,         run_scatter,   run_allgatherv, run_reduce_scatterv};
 
-/* Every root on up to eight ranks (four with --quick), else one per case,
- * turning with the case. */
-static int all_roots(const test_t *T) { return T->t.size <= (T->quick ? 4 : 8); }
+/* Every root on up to eight ranks (four with --quick) for counts below a
+ * segment, else one per case, turning with the case: the large counts'
+ * paths do not depend on the root, and they cost most of the time. */
+static int all_roots(const test_t *T, size_t count) {
+  return T->t.size <= (T->quick ? 4 : 8) && count < 65536;
+}
 
 /* Runs one (dtype, op, count) in both modes, for each root of a rooted
  * collective; op is -1 for collectives without one. */
@@ -470,7 +473,7 @@ static void sweep_one(test_t *T, int coll, baton_dtype_t dt, int op,
   c.gen = NO_OP(coll) ? (gen_spec_t)BITS : exact_spec(dt, c.op);
   c.seed = case_seed(coll, dt, op, count);
   v_layout(T, count);
-  int nroots = ROOTED(coll) && all_roots(T) ? T->t.size : 1;
+  int nroots = ROOTED(coll) && all_roots(T, count) ? T->t.size : 1;
   for (int i = 0; i < nroots && !T->t.broken; i++) {
     c.root = nroots > 1 ? i : (int)((count + (size_t)dt + (size_t)c.op) % (size_t)T->t.size);
     prepare(T, &c);
