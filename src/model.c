@@ -108,6 +108,8 @@ static const baton__model_t rows[] = {
     {"allgatherv", "ring", "(N-1)a + (N-1)/N Kb (K: all blocks; the largest sets the pace)",
      ag_ring},
     {"reduce_scatterv", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
+    {"reduce_scatterv", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
+    {"allgatherv", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
     {"allgather", "naive", "(N-1)a + (N-1)/N Kb", ag_ring},
     {"allgather", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
     {"allgather", "pairwise", "(N-1)a + (N-1)/N Kb", ag_ring},

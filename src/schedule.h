@@ -153,6 +153,14 @@ void baton__pairwise_build(baton__sched_t *s, baton__coll_t coll, int rank, int 
  * among the leaders, unfold. Steps capacity must be >= 2 * size. */
 void baton__hier_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                           const int *order);
+/* Recursive halving-doubling (rhd.c): allreduce, reduce_scatter(v). */
+int baton__rhd_max_steps(int size);
+void baton__rhd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                         size_t count, int root, const int *order);
+/* Recursive doubling (rd.c): allreduce, allgather(v). */
+int baton__rd_max_steps(int size);
+void baton__rd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                        size_t count, int root, const int *order);
 
 /* ---- The algorithms, as one table (algo.c): the one place the tracer, the
  * diagram tool, the cost model and the tests ask for a schedule. A new
