@@ -139,6 +139,15 @@ void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
 void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                            const int *order, int root);
 
+/* Binomial tree (tree.c) and the hub-and-spokes baseline (naive.c): the
+ * builders of their rows in algo.c's table, and their step counts. */
+void baton__tree_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                          size_t count, int root, const int *order);
+int baton__tree_max_steps(int size);
+void baton__naive_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                           size_t count, int root, const int *order);
+int baton__naive_max_steps(int size);
+
 /* ---- The algorithms, as one table (algo.c): the one place the tracer, the
  * diagram tool, the cost model and the tests ask for a schedule. A new
  * algorithm adds a row there and appears in all of them. */
