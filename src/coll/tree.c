@@ -65,12 +65,25 @@ static baton__step_t *add(baton__sched_t *s, baton__phase_t phase, int step) {
  * broadcast, reduce and allreduce; a rank's own block for gather and
  * scatter (per_rank), chunk (root + v) mod N. */
 typedef struct {
-  int root, size, v;
-  int chunk, n;  /* the whole message, when not per_rank */
+  const int *order; /* ranks in tree order, NULL for 0..N-1 */
+  int root;         /* the root's place in that order */
+  int size, v;
+  int chunk, n;     /* the whole message, when not per_rank */
   int per_rank;
 } tree_t;
 
-static int real(const tree_t *t, int v) { return (t->root + v) % t->size; }
+/* The rank at relative place v. */
+static int real(const tree_t *t, int v) {
+  int p = (t->root + v) % t->size;
+  return t->order ? t->order[p] : p;
+}
+
+static int place(const int *order, int size, int rank) {
+  int p = 0;
+  while (p < size - 1 && order[p] != rank)
+    p++;
+  return p;
+}
 
 /* The run a message between v and its child v + d carries. */
 static void child_run(const tree_t *t, int d, int *chunk, int *n) {
@@ -155,13 +168,20 @@ int baton__tree_max_steps(int size) { return 2 * ceil_log2(size) + 3; }
 
 void baton__tree_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                            size_t count, int root, const int *order) {
-  (void)count, (void)order; /* any order of the ranks is as good as another */
+  (void)count;
   s->coll = coll;
   s->algo = "tree";
   s->nsteps = 0;
   if (size == 1)
     return;
-  tree_t t = {.root = root, .size = size, .v = mod(rank - root, size), .chunk = root, .n = 1};
+  /* Broadcast and reduce number the ranks along the ring order, which
+   * follows the topology: ranks of one host stand together, so the first
+   * halvings cross between hosts and the rest stay inside them. Gather and
+   * scatter keep rank order, so that a subtree's blocks are one run of
+   * chunks. */
+  int pr = place(order, size, root);
+  tree_t t = {.order = order, .root = pr, .size = size,
+              .v = mod(place(order, size, rank) - pr, size), .chunk = root, .n = 1};
   switch (coll) {
   case BATON__COLL_BROADCAST:
     down(s, &t, BATON__PHASE_BROADCAST, BATON__FROM_INPUT);
@@ -170,16 +190,17 @@ void baton__tree_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int s
     up(s, &t, BATON__PHASE_REDUCE, 1);
     break;
   case BATON__COLL_ALLREDUCE:
-    t = (tree_t){.root = 0, .size = size, .v = rank, .chunk = 0, .n = size};
+    t = (tree_t){.order = order, .root = 0, .size = size, .v = place(order, size, rank),
+                 .chunk = 0, .n = size};
     up(s, &t, BATON__PHASE_REDUCE, 1);
     down(s, &t, BATON__PHASE_BROADCAST, BATON__FROM_WORK);
     break;
   case BATON__COLL_GATHER:
-    t.per_rank = 1;
+    t = (tree_t){.root = root, .size = size, .v = mod(rank - root, size), .per_rank = 1};
     up(s, &t, BATON__PHASE_GATHER, 0);
     break;
   case BATON__COLL_SCATTER:
-    t.per_rank = 1;
+    t = (tree_t){.root = root, .size = size, .v = mod(rank - root, size), .per_rank = 1};
     down(s, &t, BATON__PHASE_SCATTER, BATON__FROM_INPUT);
     break;
   default:
