@@ -29,6 +29,13 @@ static void ring_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
 
 static int flat_max_steps(int size) { return size; }
 
+static void hier_build(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                       int root, const int *order) {
+  (void)count;
+  (void)root;
+  baton__hier_schedule(s, coll, rank, size, order);
+}
+
 /* flat.c as data: one step in which this rank reads, from every other
  * rank's mailbox, what it needs: everything (allreduce), its own chunk of
  * every input (reduce-scatter), the other rank's input (allgather) or the
@@ -73,6 +80,7 @@ static const baton__algo_t algos[] = {
     {"flat", FLAT_COLLS, "ring", flat_max_steps, flat_build},
     {"tree", TREE_COLLS, "tree", baton__tree_max_steps, baton__tree_schedule},
     {"naive", NAIVE_COLLS, "tree", baton__naive_max_steps, baton__naive_schedule},
+    {"hier", BIT(ALLREDUCE), "ring", ring_max_steps, hier_build},
 };
 
 const baton__algo_t *baton__algos(int *n) {
