@@ -85,15 +85,11 @@ static int place(const int *order, int size, int rank) {
   return p;
 }
 
-/* The run a message between v and its child v + d carries. */
-static void child_run(const tree_t *t, int d, int *chunk, int *n) {
-  if (t->per_rank) {
-    *chunk = real(t, t->v + d);
-    *n = span(t->v + d, t->size);
-  } else {
-    *chunk = t->chunk;
-    *n = t->n;
-  }
+/* The run of chunks a message to or from the rank at place w carries:
+ * the blocks of w's subtree, or the whole message. */
+static void run_of(const tree_t *t, int w, int *chunk, uint16_t *n) {
+  *chunk = t->per_rank ? real(t, w) : t->chunk;
+  *n = (uint16_t)(t->per_rank ? span(w, t->size) : t->n);
 }
 
 /* Towards the root: receive each child's run (L steps of distance 2^k),
@@ -108,11 +104,8 @@ static void up(baton__sched_t *s, const tree_t *t, baton__phase_t phase, int red
   }
   for (int d = 1; d < low(v, t->size) && v + d < t->size; d *= 2) {
     baton__step_t *st = add(s, phase, log2_of(d));
-    int chunk, n;
-    child_run(t, d, &chunk, &n);
     st->recv_peer = real(t, v + d);
-    st->recv_chunk = chunk;
-    st->recv_n = (uint16_t)n;
+    run_of(t, v + d, &st->recv_chunk, &st->recv_n);
     st->recv_op = reduce ? BATON__RECV_REDUCE : BATON__RECV_COPY;
     st->recv_with = heard ? BATON__FROM_WORK : BATON__FROM_INPUT;
     st->keep = 1;
@@ -124,8 +117,7 @@ static void up(baton__sched_t *s, const tree_t *t, baton__phase_t phase, int red
     return;
   baton__step_t *st = add(s, phase, log2_of(low(v, t->size)));
   st->send_peer = real(t, v - low(v, t->size));
-  st->send_chunk = t->per_rank ? real(t, v) : t->chunk;
-  st->send_n = (uint16_t)(t->per_rank ? span(v, t->size) : t->n);
+  run_of(t, v, &st->send_chunk, &st->send_n);
   st->send_from = heard ? BATON__FROM_WORK : BATON__FROM_INPUT;
 }
 
@@ -137,8 +129,7 @@ static void down(baton__sched_t *s, const tree_t *t, baton__phase_t phase, int r
   if (v > 0) {
     baton__step_t *st = add(s, phase, L - 1 - log2_of(low(v, t->size)));
     st->recv_peer = real(t, v - low(v, t->size));
-    st->recv_chunk = t->per_rank ? real(t, v) : t->chunk;
-    st->recv_n = (uint16_t)(t->per_rank ? span(v, t->size) : t->n);
+    run_of(t, v, &st->recv_chunk, &st->recv_n);
     st->recv_op = BATON__RECV_COPY;
     st->keep = 1;
   } else if (t->per_rank) { /* the root's own block, INPUT to output */
@@ -153,10 +144,7 @@ static void down(baton__sched_t *s, const tree_t *t, baton__phase_t phase, int r
       continue;
     baton__step_t *st = add(s, phase, L - 1 - log2_of(d));
     st->send_peer = real(t, v + d);
-    int chunk, n;
-    child_run(t, d, &chunk, &n);
-    st->send_chunk = chunk;
-    st->send_n = (uint16_t)n;
+    run_of(t, v + d, &st->send_chunk, &st->send_n);
     st->send_from = (uint8_t)(v == 0 ? root_from : BATON__FROM_WORK);
     /* A broadcast root's output gets the buffer too, once. */
     st->send_keep = (uint8_t)(v == 0 && first && !t->per_rank && root_from == BATON__FROM_INPUT);
