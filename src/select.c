@@ -36,20 +36,31 @@
 
 const char *const baton__link_names[BATON__LINK_COUNT] = {"shm", "pair", "tcp"};
 
-/* The built-in costs, measured on the development machine (2 cores, a
- * shared VM) with `baton-run -n 2 baton-tune` over shared memory and
- * `BATON_TRANSPORT=tcp baton-run -n 2 baton-tune` over loopback TCP, the
- * oversubscribed latency with `baton-run -n 4 baton-tune` on its 2 cores;
- * docs/algorithms.md has the runs. TCP's beta is that of the 1 Gbit/s
- * links of the emulated cluster (scripts/cluster.sh), the slowest network
- * baton is tested on: a real network is rarely faster than loopback. */
+/* The built-in costs, from this project's measurements on its development
+ * machine (a 2-core VM) when it was quiet (docs/performance.md; the
+ * derivation is in docs/algorithms.md):
+ *  - shm: 1 KiB ring allreduce on 2 ranks, 1.18 us for 2 steps: alpha
+ *    0.55 us; 128 MiB, 17.7-19.9 ms for K(beta + gamma/2): beta 0.12 ns/B;
+ *    4 ranks on the 2 cores, 41.4 us for 6 steps: 6.9 us a step, so
+ *    oversub 6.3 us;
+ *  - pair: the stream path's 64 KiB pieces, assumed 1.5 times the ring's
+ *    latency and beta until baton-tune measures them;
+ *  - tcp: 8 B ring allreduce on 4 emulated hosts (scripts/cluster.sh,
+ *    1 Gbit/s links), 157 us for 6 steps: alpha 26 us; 119.5 MB/s: beta
+ *    8.4 ns/B. The slowest network baton is tested on, and a real network
+ *    is rarely faster than loopback (which baton-tune measures at about
+ *    10 us and 0.4 ns/B);
+ *  - gamma: baton-tune's float32 sum on 64 KiB in cache, 0.014 ns/B, with
+ *    room for the buffers that do not stay in cache.
+ * Above one rank per core the copies and reductions share the cores too,
+ * so beta and gamma grow in proportion (select.c, link_cost). */
 void baton__link_defaults(baton__link_cost_t cost[BATON__LINK_COUNT]) {
-  cost[BATON__LINK_SHM] = (baton__link_cost_t){.alpha = 0.5e-6, .beta = 0.1e-9,
-                                               .gamma = 0.1e-9, .oversub = 6e-6};
-  cost[BATON__LINK_PAIR] = (baton__link_cost_t){.alpha = 0.8e-6, .beta = 0.15e-9,
-                                                .gamma = 0.1e-9, .oversub = 6e-6};
-  cost[BATON__LINK_TCP] = (baton__link_cost_t){.alpha = 20e-6, .beta = 8.4e-9,
-                                               .gamma = 0.1e-9, .oversub = 6e-6};
+  cost[BATON__LINK_SHM] = (baton__link_cost_t){.alpha = 0.55e-6, .beta = 0.12e-9,
+                                               .gamma = 0.03e-9, .oversub = 6.3e-6};
+  cost[BATON__LINK_PAIR] = (baton__link_cost_t){.alpha = 0.8e-6, .beta = 0.18e-9,
+                                                .gamma = 0.03e-9, .oversub = 6.3e-6};
+  cost[BATON__LINK_TCP] = (baton__link_cost_t){.alpha = 26e-6, .beta = 8.4e-9,
+                                               .gamma = 0.03e-9, .oversub = 6.3e-6};
 }
 
 /* ------------------------------------------------------------ tune file */
@@ -127,6 +138,15 @@ int baton__tune_read(const char *path, baton__link_cost_t cost[BATON__LINK_COUNT
   return rc;
 }
 
+void baton__tune_print(FILE *f, const baton__link_cost_t cost[BATON__LINK_COUNT],
+                       const char *comment) {
+  fprintf(f, "# %s\n# link: alpha s/message, beta s/byte, gamma s/byte reduced, "
+          "oversub s/message per rank per core beyond one\n", comment);
+  for (int l = 0; l < BATON__LINK_COUNT; l++)
+    fprintf(f, "%s alpha=%.4g beta=%.4g gamma=%.4g oversub=%.4g\n", baton__link_names[l],
+            cost[l].alpha, cost[l].beta, cost[l].gamma, cost[l].oversub);
+}
+
 int baton__tune_write(const char *path, const baton__link_cost_t cost[BATON__LINK_COUNT],
                       const char *comment) {
   char tmp[600];
@@ -134,11 +154,7 @@ int baton__tune_write(const char *path, const baton__link_cost_t cost[BATON__LIN
   FILE *f = fopen(tmp, "w");
   if (!f)
     return -1;
-  fprintf(f, "# %s\n# link: alpha s/message, beta s/byte, gamma s/byte reduced, "
-          "oversub s/message per rank per core beyond one\n", comment);
-  for (int l = 0; l < BATON__LINK_COUNT; l++)
-    fprintf(f, "%s alpha=%.4g beta=%.4g gamma=%.4g oversub=%.4g\n", baton__link_names[l],
-            cost[l].alpha, cost[l].beta, cost[l].gamma, cost[l].oversub);
+  baton__tune_print(f, cost, comment);
   if (fclose(f) != 0 || rename(tmp, path) != 0) {
     int e = errno;
     unlink(tmp);
@@ -256,9 +272,9 @@ struct baton__select_state {
 static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_t l,
                                double segment) {
   const baton__link_cost_t *c = &s->link[l];
-  double extra = s->ranks_per_core > 1 ? s->ranks_per_core - 1 : 0;
-  return (baton__cost_t){.alpha = c->alpha + c->oversub * extra, .beta = c->beta,
-                         .gamma = c->gamma, .segment = segment};
+  double p = s->ranks_per_core > 1 ? s->ranks_per_core : 1;
+  return (baton__cost_t){.alpha = c->alpha + c->oversub * (p - 1), .beta = c->beta * p,
+                         .gamma = c->gamma * p, .segment = segment};
 }
 
 /* The costs every rank uses: rank 0's file, rank 0's cores. */
@@ -334,6 +350,17 @@ int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
 void baton__select_free(baton_comm_t *comm) {
   free(comm->select);
   comm->select = NULL;
+}
+
+const char *baton__select_net(const baton_comm_t *comm, double *ranks_per_core) {
+  *ranks_per_core = comm->select ? comm->select->ranks_per_core : 1;
+  return comm->select ? comm->select->net : "shm";
+}
+
+void baton__select_force(baton_comm_t *comm, baton__coll_t coll, const baton__algo_t *algo) {
+  comm->forced[coll] = algo;
+  if (comm->select)
+    memset(comm->select->cache[coll], 0, sizeof comm->select->cache[coll]);
 }
 
 static int bucket(double bytes) {

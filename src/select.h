@@ -14,6 +14,7 @@
 #define BATON_SELECT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "model.h"
 #include "schedule.h"
@@ -37,10 +38,13 @@ void baton__link_defaults(baton__link_cost_t cost[BATON__LINK_COUNT]);
  * line is malformed (the lines before it are taken). */
 int baton__tune_read(const char *path, baton__link_cost_t cost[BATON__LINK_COUNT], char *why,
                      size_t whylen);
-/* Writes cost as a tune file, with `comment` as its first line ("# ...").
- * 0, or -1 with errno set. */
+/* Writes cost as a tune file, with `comment` as its first line ("# ..."),
+ * through a temporary file and a rename. 0, or -1 with errno set. */
 int baton__tune_write(const char *path, const baton__link_cost_t cost[BATON__LINK_COUNT],
                       const char *comment);
+/* The same text to f. */
+void baton__tune_print(FILE *f, const baton__link_cost_t cost[BATON__LINK_COUNT],
+                       const char *comment);
 /* BATON_TUNE_FILE, else $XDG_CACHE_HOME/baton/tune, else ~/.cache/baton/tune. */
 void baton__tune_path(const char *knob, char *path, size_t len);
 
@@ -76,5 +80,14 @@ double baton__algo_scratch(const baton__algo_t *algo, baton__coll_t coll, double
 
 /* The message of `count` elements of coll as model.h counts it. */
 double baton__model_bytes(baton__coll_t coll, size_t count, size_t elsize, int size);
+
+/* For baton-tune, which links the library's internals. What the
+ * communicator's collectives are priced as: "shm", "tcp" or "shm+tcp", and
+ * the most ranks of one host per core. */
+struct baton_comm;
+const char *baton__select_net(const struct baton_comm *comm, double *ranks_per_core);
+/* Forces `algo` (NULL: the model's choice) for coll, forgetting the cached
+ * decisions. Every rank must do the same. */
+void baton__select_force(struct baton_comm *comm, baton__coll_t coll, const baton__algo_t *algo);
 
 #endif /* BATON_SELECT_H */
