@@ -36,31 +36,30 @@
 
 const char *const baton__link_names[BATON__LINK_COUNT] = {"shm", "pair", "tcp"};
 
-/* The built-in costs, from this project's measurements on its development
- * machine (a 2-core VM) when it was quiet (docs/performance.md; the
- * derivation is in docs/algorithms.md):
+/* The built-in costs, fitted to this project's measurements on its
+ * development machine (a 2-core VM) when it was quiet (the sweeps of
+ * docs/performance.md; docs/algorithms.md shows the arithmetic):
  *  - shm: 1 KiB ring allreduce on 2 ranks, 1.18 us for 2 steps: alpha
- *    0.55 us; 128 MiB, 17.7-19.9 ms for K(beta + gamma/2): beta 0.12 ns/B;
+ *    0.55 us. Per byte, the ring's slope is beta + gamma/2 = 0.10 ns/B
+ *    between 16 KiB and 256 KiB and 0.14 ns/B at 128 MiB: beta 0.11 ns/B.
  *    4 ranks on the 2 cores, 41.4 us for 6 steps: 6.9 us a step, so
- *    oversub 6.3 us;
- *  - pair: the stream path's 64 KiB pieces, assumed 1.5 times the ring's
- *    latency and beta until baton-tune measures them;
+ *    oversub 6.3 us; the slopes there are about twice N=2's (1.5-2x), as
+ *    beta * ranks per core has them;
+ *  - gamma: baton-tune's float32 sum on 64 KiB in cache, 0.014 ns/B, and
+ *    flat's slopes at N=2 and N=4 (K(beta + (N-1) gamma)) give 0.0085;
+ *  - pair: the stream path's 64 KiB pieces, assumed dearer than the ring's
+ *    channels until baton-tune measures them;
  *  - tcp: 8 B ring allreduce on 4 emulated hosts (scripts/cluster.sh,
  *    1 Gbit/s links), 157 us for 6 steps: alpha 26 us; 119.5 MB/s: beta
- *    8.4 ns/B. The slowest network baton is tested on, and a real network
- *    is rarely faster than loopback (which baton-tune measures at about
- *    10 us and 0.4 ns/B);
- *  - gamma: baton-tune's float32 sum on 64 KiB in cache, 0.014 ns/B, with
- *    room for the buffers that do not stay in cache.
- * Above one rank per core the copies and reductions share the cores too,
- * so beta and gamma grow in proportion (select.c, link_cost). */
+ *    8.4 ns/B. The slowest network baton is tested on; loopback TCP is
+ *    faster (baton-tune measures it). */
 void baton__link_defaults(baton__link_cost_t cost[BATON__LINK_COUNT]) {
-  cost[BATON__LINK_SHM] = (baton__link_cost_t){.alpha = 0.55e-6, .beta = 0.12e-9,
-                                               .gamma = 0.03e-9, .oversub = 6.3e-6};
-  cost[BATON__LINK_PAIR] = (baton__link_cost_t){.alpha = 0.8e-6, .beta = 0.18e-9,
-                                                .gamma = 0.03e-9, .oversub = 6.3e-6};
+  cost[BATON__LINK_SHM] = (baton__link_cost_t){.alpha = 0.55e-6, .beta = 0.11e-9,
+                                               .gamma = 0.015e-9, .oversub = 6.3e-6};
+  cost[BATON__LINK_PAIR] = (baton__link_cost_t){.alpha = 0.8e-6, .beta = 0.15e-9,
+                                                .gamma = 0.015e-9, .oversub = 6.3e-6};
   cost[BATON__LINK_TCP] = (baton__link_cost_t){.alpha = 26e-6, .beta = 8.4e-9,
-                                               .gamma = 0.03e-9, .oversub = 6.3e-6};
+                                               .gamma = 0.015e-9, .oversub = 6.3e-6};
 }
 
 /* ------------------------------------------------------------ tune file */
@@ -204,12 +203,25 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
   return NULL;
 }
 
-static double predict(const baton__select_in_t *in, const baton__algo_t *algo,
-                      baton__coll_t coll, double bytes) {
-  const baton__cost_t *c = strcmp(algo->name, "ring") == 0 || strcmp(algo->name, "flat") == 0
-                               ? &in->ring
-                               : &in->pair;
-  return baton__model_time(baton__coll_name(coll), algo->name, in->size, bytes, c);
+/* The model's time, plus what the executor adds: it moves a message in
+ * pieces of one slot (the ring's segment, or the smaller slot of the pair
+ * channels for the other algorithms), and each piece is a hand-off, sent
+ * and then awaited before the next round. So a schedule whose critical
+ * path carries `bytes_on_path` in more pieces than it has messages pays
+ * alpha for each extra piece. Flat is one rendezvous, whatever its size. */
+double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
+                             baton__coll_t coll, double bytes) {
+  const char *name = baton__coll_name(coll);
+  int flat = strcmp(algo->name, "flat") == 0;
+  const baton__cost_t *c = strcmp(algo->name, "ring") == 0 || flat ? &in->ring : &in->pair;
+  double t = baton__model_time(name, algo->name, in->size, bytes, c);
+  if (t <= 0 || flat || c->segment <= 0)
+    return t;
+  const baton__cost_t per_msg = {.alpha = 1, .segment = c->segment},
+                      per_byte = {.beta = 1, .segment = c->segment};
+  double msgs = baton__model_time(name, algo->name, in->size, bytes, &per_msg);
+  double pieces = baton__model_time(name, algo->name, in->size, bytes, &per_byte) / c->segment;
+  return pieces > msgs ? t + (pieces - msgs) * c->alpha : t;
 }
 
 /* Predicted time as a sort key: an algorithm without a formula goes last. */
@@ -226,7 +238,7 @@ const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__col
     const baton__algo_t *a = &all[i];
     if (!(a->colls & (1u << coll)))
       continue;
-    double t = predict(in, a, coll, bytes);
+    double t = baton__select_predict(in, a, coll, bytes);
     if (!cannot(in, a, coll, bytes)) {
       if (n < cap)
         cands[n++] = (baton__cand_t){a, t};
@@ -363,11 +375,10 @@ void baton__select_force(baton_comm_t *comm, baton__coll_t coll, const baton__al
     memset(comm->select->cache[coll], 0, sizeof comm->select->cache[coll]);
 }
 
+/* floor(log2 bytes), 0 for less than 2 bytes. */
 static int bucket(double bytes) {
-  int b = 0;
-  while (b < BUCKETS - 1 && (double)(1ull << (b + 1)) <= bytes)
-    b++;
-  return b;
+  unsigned long long b = bytes < 2 ? 1 : bytes >= 0x1p63 ? 1ull << 63 : (unsigned long long)bytes;
+  return 63 - __builtin_clzll(b);
 }
 
 static void log_choice(baton_comm_t *comm, baton__coll_t coll, double bytes,

@@ -74,6 +74,12 @@ const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__col
                                         double bytes, baton__cand_t *cands, int cap,
                                         int *ncands, char *why, size_t whylen);
 
+/* Predicted seconds of `algo` for this call: the model's formula with the
+ * ring's costs (ring, flat) or the pair channels' (the others), plus alpha
+ * for every piece of a slot beyond one per message. */
+double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
+                             baton__coll_t coll, double bytes);
+
 /* Bytes of scratch `algo` may need for `bytes` of `coll` on any rank: the
  * blocks a rank only passes on. An estimate from the algorithm's shape. */
 double baton__algo_scratch(const baton__algo_t *algo, baton__coll_t coll, double bytes);

@@ -38,12 +38,22 @@ static baton__select_in_t costs(int n, double alpha, double beta, int flat_fits)
 }
 
 /* The model's time for algo, priced as select.c must: the ring and flat
- * with the ring's costs, the others with the pair channels'. */
+ * with the ring's costs, the others with the pair channels'; every piece of
+ * a segment on the critical path beyond one per message adds alpha, except
+ * for flat. */
 static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton__coll_t coll,
                      double bytes) {
-  int ringlike = strcmp(a->name, "ring") == 0 || strcmp(a->name, "flat") == 0;
-  return baton__model_time(baton__coll_name(coll), a->name, in->size, bytes,
-                           ringlike ? &in->ring : &in->pair);
+  int flat = strcmp(a->name, "flat") == 0;
+  const baton__cost_t *c = strcmp(a->name, "ring") == 0 || flat ? &in->ring : &in->pair;
+  const char *name = baton__coll_name(coll);
+  double t = baton__model_time(name, a->name, in->size, bytes, c);
+  baton__cost_t one_a = {.alpha = 1, .segment = c->segment}, one_b = {.beta = 1,
+                                                                      .segment = c->segment};
+  double steps = baton__model_time(name, a->name, in->size, bytes, &one_a);
+  double moved = baton__model_time(name, a->name, in->size, bytes, &one_b);
+  if (!flat && t > 0 && moved / c->segment > steps)
+    t += (moved / c->segment - steps) * c->alpha;
+  return t;
 }
 
 static void check_argmin(const baton__select_in_t *in, baton__coll_t coll, double bytes) {
