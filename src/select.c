@@ -203,25 +203,38 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
   return NULL;
 }
 
-/* The model's time, plus what the executor adds: it moves a message in
- * pieces of one slot (the ring's segment, or the smaller slot of the pair
- * channels for the other algorithms), and each piece is a hand-off, sent
- * and then awaited before the next round. So a schedule whose critical
- * path carries `bytes_on_path` in more pieces than it has messages pays
- * alpha for each extra piece. Flat is one rendezvous, whatever its size. */
+/* The model's time, plus what the executor adds (exec.c): it runs the
+ * whole schedule once per round, each round moving one piece of every
+ * chunk (`segment` here: a window of slots for the ring, a share of one for
+ * the others), so a chunk larger than a piece pays every message's alpha
+ * again each extra round. The chain (the ring's broadcast and reduce)
+ * pipelines those rounds along the line, which its formula counts with S
+ * = K / piece; flat is one rendezvous whatever its size. */
 double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
                              baton__coll_t coll, double bytes) {
   const char *name = baton__coll_name(coll);
-  int flat = strcmp(algo->name, "flat") == 0;
-  const baton__cost_t *c = strcmp(algo->name, "ring") == 0 || flat ? &in->ring : &in->pair;
+  int flat = strcmp(algo->name, "flat") == 0, ring = strcmp(algo->name, "ring") == 0;
+  int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
+  const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
   double t = baton__model_time(name, algo->name, in->size, bytes, c);
-  if (t <= 0 || flat || c->segment <= 0)
+  if (t <= 0 || flat || (ring && one_chunk) || c->segment <= 0)
     return t;
-  const baton__cost_t per_msg = {.alpha = 1, .segment = c->segment},
-                      per_byte = {.beta = 1, .segment = c->segment};
-  double msgs = baton__model_time(name, algo->name, in->size, bytes, &per_msg);
-  double pieces = baton__model_time(name, algo->name, in->size, bytes, &per_byte) / c->segment;
-  return pieces > msgs ? t + (pieces - msgs) * c->alpha : t;
+  double chunk = one_chunk ? bytes : bytes / in->size;
+  double rounds = (double)(unsigned long long)(chunk / c->segment);
+  rounds += rounds * c->segment < chunk;
+  if (rounds <= 1)
+    return t;
+  const baton__cost_t per_msg = {.alpha = 1, .segment = c->segment};
+  return t + (rounds - 1) * baton__model_time(name, algo->name, in->size, bytes, &per_msg) *
+                 c->alpha;
+}
+
+double baton__select_piece(const baton_comm_t *comm, int ring) {
+  double window = comm->params.shm_slots / 2;
+  if (ring)
+    return (double)comm->slot_bytes * window;
+  double piece = (double)comm->stream_slot_bytes * window / comm->size;
+  return piece > 64 ? piece : 64;
 }
 
 /* Predicted time as a sort key: an algorithm without a formula goes last. */
@@ -402,9 +415,10 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
                            .scratch_bytes = comm->params.scratch_bytes,
                            .forced = comm->forced[coll]};
-  in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes);
+  in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM,
+                      baton__select_piece(comm, 1));
   in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
-                      (double)comm->stream_slot_bytes);
+                      baton__select_piece(comm, 0));
   baton__cand_t cands[16];
   int n;
   char why[256];

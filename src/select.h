@@ -54,8 +54,8 @@ typedef struct {
   int tcp;              /* some link of the communicator is TCP: it sets the pace */
   int flat_fits;        /* baton__flat_fits for this call */
   size_t scratch_bytes; /* BATON_SCRATCH_BYTES */
-  baton__cost_t ring;   /* what the ring (and its chain) pays per message and byte */
-  baton__cost_t pair;   /* what every other algorithm pays */
+  baton__cost_t ring;   /* what the ring (and its chain) and flat pay; segment: the piece */
+  baton__cost_t pair;   /* what every other algorithm pays; segment: the piece */
   const baton__algo_t *forced; /* BATON_ALGO for this collective, or NULL */
 } baton__select_in_t;
 
@@ -75,8 +75,9 @@ const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__col
                                         int *ncands, char *why, size_t whylen);
 
 /* Predicted seconds of `algo` for this call: the model's formula with the
- * ring's costs (ring, flat) or the pair channels' (the others), plus alpha
- * for every piece of a slot beyond one per message. */
+ * ring's costs (ring, flat) or the pair channels' (the others), plus every
+ * message's alpha again for each round of the executor beyond the first
+ * (a round moves one piece of each chunk: the costs' `segment`). */
 double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
                              baton__coll_t coll, double bytes);
 
@@ -92,6 +93,9 @@ double baton__model_bytes(baton__coll_t coll, size_t count, size_t elsize, int s
  * the most ranks of one host per core. */
 struct baton_comm;
 const char *baton__select_net(const struct baton_comm *comm, double *ranks_per_core);
+/* Bytes of a chunk that one round of the executor moves: a window of ring
+ * segments (ring != 0), or a share of a window of pair slots. */
+double baton__select_piece(const struct baton_comm *comm, int ring);
 /* Forces `algo` (NULL: the model's choice) for coll, forgetting the cached
  * decisions. Every rank must do the same. */
 void baton__select_force(struct baton_comm *comm, baton__coll_t coll, const baton__algo_t *algo);

@@ -38,21 +38,23 @@ static baton__select_in_t costs(int n, double alpha, double beta, int flat_fits)
 }
 
 /* The model's time for algo, priced as select.c must: the ring and flat
- * with the ring's costs, the others with the pair channels'; every piece of
- * a segment on the critical path beyond one per message adds alpha, except
- * for flat. */
+ * with the ring's costs, the others with the pair channels'; a chunk (the
+ * buffer for broadcast and reduce, else 1/N of it) of R pieces pays the
+ * messages' latency R - 1 more times, except for flat and the chain. */
 static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton__coll_t coll,
                      double bytes) {
-  int flat = strcmp(a->name, "flat") == 0;
-  const baton__cost_t *c = strcmp(a->name, "ring") == 0 || flat ? &in->ring : &in->pair;
+  int flat = strcmp(a->name, "flat") == 0, ring = strcmp(a->name, "ring") == 0;
+  int rooted = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
+  const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
   const char *name = baton__coll_name(coll);
   double t = baton__model_time(name, a->name, in->size, bytes, c);
-  baton__cost_t one_a = {.alpha = 1, .segment = c->segment}, one_b = {.beta = 1,
-                                                                      .segment = c->segment};
-  double steps = baton__model_time(name, a->name, in->size, bytes, &one_a);
-  double moved = baton__model_time(name, a->name, in->size, bytes, &one_b);
-  if (!flat && t > 0 && moved / c->segment > steps)
-    t += (moved / c->segment - steps) * c->alpha;
+  baton__cost_t one_a = {.alpha = 1, .segment = c->segment};
+  double msgs = baton__model_time(name, a->name, in->size, bytes, &one_a);
+  double chunk = rooted ? bytes : bytes / in->size, rounds = 1;
+  while (rounds * c->segment < chunk)
+    rounds++;
+  if (!flat && !(ring && rooted) && t > 0)
+    t += (rounds - 1) * msgs * c->alpha;
   return t;
 }
 

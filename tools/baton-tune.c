@@ -9,9 +9,10 @@
  *
  * alpha and beta come from the collectives themselves: allgather through
  * the ring (the shm line, or tcp) and through a non-ring algorithm (the
- * pair channels), at a small and a large size. The model's formula for
- * that algorithm is linear in alpha and beta, T = a*alpha + b*beta, so the
- * two times give both. Each time is the median of several batches of
+ * pair channels), at a small and a large size. What the selection
+ * predicts for that algorithm (the model's formula and the executor's
+ * rounds, baton__select_predict) is linear in alpha and beta, T = a*alpha +
+ * b*beta, so the two times give both. Each time is the median of several batches of
  * calls, of the slowest rank. gamma is the reduction kernel (float32 sum)
  * on a buffer that stays in cache.
  *
@@ -81,6 +82,17 @@ static double time_allgather(const float *in, float *out, size_t count, int iter
   return t[REPS / 2];
 }
 
+/* What the selection predicts for allgather of `bytes` through algo with
+ * alpha and beta set to these values (gamma 0, no oversubscription). */
+static double coefficient(const baton__algo_t *algo, double bytes, double alpha, double beta) {
+  baton__select_in_t in = {.size = size};
+  in.ring = (baton__cost_t){.alpha = alpha, .beta = beta,
+                            .segment = baton__select_piece(comm, 1)};
+  in.pair = (baton__cost_t){.alpha = alpha, .beta = beta,
+                            .segment = baton__select_piece(comm, 0)};
+  return baton__select_predict(&in, algo, BATON__COLL_ALLGATHER, bytes);
+}
+
 /* alpha and beta of `algo` from allgather at two sizes. */
 static void fit(const baton__algo_t *algo, double *alpha, double *beta, FILE *out) {
   size_t small = 1, large = (size_t)1 << 18; /* floats per rank: 4 B and 1 MiB */
@@ -93,11 +105,10 @@ static void fit(const baton__algo_t *algo, double *alpha, double *beta, FILE *ou
   free(in);
   free(buf);
   double k0 = 4.0 * small * size, k1 = 4.0 * large * size;
-  const baton__cost_t unit_a = {.alpha = 1}, unit_b = {.beta = 1};
-  double a0 = baton__model_time("allgather", algo->name, size, k0, &unit_a);
-  double b0 = baton__model_time("allgather", algo->name, size, k0, &unit_b);
-  double a1 = baton__model_time("allgather", algo->name, size, k1, &unit_a);
-  double b1 = baton__model_time("allgather", algo->name, size, k1, &unit_b);
+  /* The coefficients of alpha and beta as the selection prices the
+   * algorithm (with its pieces), so that it predicts these times back. */
+  double a0 = coefficient(algo, k0, 1, 0), b0 = coefficient(algo, k0, 0, 1);
+  double a1 = coefficient(algo, k1, 1, 0), b1 = coefficient(algo, k1, 0, 1);
   double det = a0 * b1 - a1 * b0;
   if (a0 <= 0 || det == 0)
     die("the model has no usable allgather formula for %s", algo->name);
