@@ -15,6 +15,13 @@
  * "pairwise" sends the same messages in N - 1 steps that pair the ranks up
  * so that no rank receives two at once. The model does not see
  * that contention, so the two cost the same here; measured, they do not.
+ *
+ * "flat" is one rendezvous (a): each rank copies its input into its
+ * mailbox (Kb) and reduces the others' mailboxes straight out of the
+ * shared cache, at the kernel's speed (g per byte of each). Fitted to the
+ * BATON_FLAT_BYTES sweep of docs/performance.md, this shape holds at N=2
+ * and N=4 with the same b and g; charging N Kb for the reads, as a copy
+ * through a channel would cost, made flat 2-4 times too dear.
  */
 #include <string.h>
 
@@ -65,7 +72,7 @@ FN(ar_rhd, 2 * log2p(n) * A + 2 * frac(pow2_below(n)) * B +
                frac(pow2_below(n)) * G + fold(n, k, c, 2, 1))
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
-FN(ar_flat, A + n * B + (n - 1) * G)
+FN(ar_flat, A + B + (n - 1) * G)
 /* hier: the leaders' ring over L hosts; the shared-memory fold and unfold
  * inside a host are counted as the leader's extra reductions only. */
 static double hosts_of(int n, const baton__cost_t *c) {
@@ -77,7 +84,7 @@ FN(ar_hier, 2 * (hosts_of(n, c) - 1) * A + 2 * frac((int)hosts_of(n, c)) * B +
 FN(rs_ring, (n - 1) * A + frac(n) * (B + G))
 FN(rs_rhd, log2p(n) * A + frac(pow2_below(n)) * (B + G) + fold(n, k, c, 1, 1))
 FN(rs_naive, (n - 1) * (A + B + G) + (n - 1) * (A + B / n))
-FN(rs_flat, A + (2 * n - 1.0) / n * B + frac(n) * G)
+FN(rs_flat, A + B + frac(n) * G)
 /* allgather: K is the output, N blocks of K/N */
 FN(ag_ring, (n - 1) * A + frac(n) * B)
 FN(ag_rd, log2p(n) * A + frac(pow2_below(n)) * B + fold(n, k, c, 1, 0))
@@ -102,14 +109,14 @@ static const baton__model_t rows[] = {
     {"allreduce", "rhd", "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold]", ar_rhd},
     {"allreduce", "rd", "log2(P)(a + Kb + Kg) [+ fold]", ar_rd},
     {"allreduce", "tree", "2L(a + Kb) + L Kg", ar_tree},
-    {"allreduce", "flat", "a + N Kb + (N-1) Kg", ar_flat},
+    {"allreduce", "flat", "a + Kb + (N-1) Kg", ar_flat},
     {"allreduce", "hier", "2(L-1)a + 2(L-1)/L Kb + (L-1)/L Kg + (N/L-1) Kg, L hosts", ar_hier},
     {"reduce_scatter", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
     {"reduce_scatter", "naive", "(N-1)(a + Kb + Kg) + (N-1)(a + Kb/N)", rs_naive},
     {"reduce_scatterv", "naive", "(N-1)(a + Kb + Kg) + (N-1)(a + Kb/N)", rs_naive},
     {"reduce_scatter", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
     {"reduce_scatter", "pairwise", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"reduce_scatter", "flat", "a + (2N-1)/N Kb + (N-1)/N Kg", rs_flat},
+    {"reduce_scatter", "flat", "a + Kb + (N-1)/N Kg", rs_flat},
     {"allgather", "ring", "(N-1)a + (N-1)/N Kb", ag_ring},
     {"allgatherv", "ring", "(N-1)a + (N-1)/N Kb (K: all blocks; the largest sets the pace)",
      ag_ring},

@@ -108,6 +108,10 @@ for unit in test_reduce test_store test_auth test_schedule test_model; do
     run "$unit" 1 "$BUILD/tests/$unit"
   fi
 done
+# The algorithm choice: from fixed costs, and as a user meets it (BATON_ALGO
+# errors, BATON_DEBUG=INFO's decision lines, baton-tune's file).
+run "test_select" 1 "$BUILD/tests/test_select"
+run "test_select.sh" 1 env BUILD="$BUILD" bash tests/test_select.sh
 if [ -f tests/test_launcher.sh ]; then
   run "test_launcher.sh" 1 env BATON_RUN="$BUILD/bin/baton-run" \
     bash tests/test_launcher.sh
