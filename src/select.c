@@ -200,6 +200,8 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
     return "flat needs every rank on one host and at most BATON_FLAT_BYTES per rank";
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
     return "it needs more scratch memory than BATON_SCRATCH_BYTES";
+  if (strcmp(algo->name, "hier") == 0 && (in->hosts < 2 || in->hostmax < 2))
+    return "hier needs ranks on several hosts and more than one rank on some host";
   return NULL;
 }
 
@@ -285,6 +287,7 @@ struct baton__select_state {
   baton__link_cost_t link[BATON__LINK_COUNT]; /* as rank 0 read them */
   double ranks_per_core; /* the most ranks of one host per core of rank 0's host */
   int tcp;
+  int hosts, hostmax;    /* hosts, and the most ranks on one */
   const char *net;       /* "shm", "tcp" or "shm+tcp", for the log */
   struct {
     double bytes;
@@ -360,6 +363,7 @@ int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
     hosts += comm->group[r] == r;
   }
   int tcp_only = strcmp(comm->params.transport, "tcp") == 0;
+  s->hosts = hosts, s->hostmax = hostmax;
   s->tcp = comm->size > 1 && (hosts > 1 || tcp_only);
   s->net = !s->tcp ? "shm" : hosts > 1 && hostmax > 1 && !tcp_only ? "shm+tcp" : "tcp";
   int rc = share_costs(comm, s, hostmax, err, errlen);
@@ -414,11 +418,13 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
   baton__select_in_t in = {.size = comm->size, .tcp = s->tcp,
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
                            .scratch_bytes = comm->params.scratch_bytes,
-                           .forced = comm->forced[coll]};
+                           .forced = comm->forced[coll], .hosts = s->hosts,
+                           .hostmax = s->hostmax};
   in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM,
                       baton__select_piece(comm, 1));
   in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
                       baton__select_piece(comm, 0));
+  in.pair.hosts = s->hosts;
   baton__cand_t cands[16];
   int n;
   char why[256];

@@ -57,6 +57,7 @@ typedef struct {
   baton__cost_t ring;   /* what the ring (and its chain) and flat pay; segment: the piece */
   baton__cost_t pair;   /* what every other algorithm pays; segment: the piece */
   const baton__algo_t *forced; /* BATON_ALGO for this collective, or NULL */
+  int hosts, hostmax;   /* hosts, and the most ranks on one (hier) */
 } baton__select_in_t;
 
 /* A candidate and its predicted seconds. */

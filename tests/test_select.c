@@ -66,7 +66,8 @@ static void check_argmin(const baton__select_in_t *in, baton__coll_t coll, doubl
   for (int i = 0; i < na; i++) {
     if (!(all[i].colls & (1u << coll)) ||
         (strcmp(all[i].name, "flat") == 0 && !in->flat_fits) ||
-        baton__algo_scratch(&all[i], coll, bytes) > (double)in->scratch_bytes)
+        baton__algo_scratch(&all[i], coll, bytes) > (double)in->scratch_bytes ||
+        (strcmp(all[i].name, "hier") == 0 && (in->hosts < 2 || in->hostmax < 2)))
       continue;
     fits++;
     double t = priced(in, &all[i], coll, bytes);
