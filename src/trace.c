@@ -125,6 +125,17 @@ static const char *send_source(const baton__step_t *st, int fed) {
   return fed ? "received" : from_name(st->send_from);
 }
 
+/* The v-variants' count of every rank, as "counts":"3,5,7", (the
+ * drawing needs them; the others' chunks follow from count). */
+static void write_counts(baton__trace_t *t, const baton__trace_call_t *c) {
+  if (c->coll != BATON__COLL_ALLGATHERV && c->coll != BATON__COLL_REDUCE_SCATTERV)
+    return;
+  fputs("\"counts\":\"", t->f);
+  for (int r = 0; r < t->size; r++)
+    fprintf(t->f, "%s%zu", r ? "," : "", c->len[r]);
+  fputs("\",", t->f);
+}
+
 static void write_line(baton__trace_t *t, const baton__trace_call_t *c, const char *algo,
                        const baton__step_t *st, int fed, size_t flat_bytes, int i) {
   static const char *const ops[] = {"copy", "reduce"};
@@ -135,14 +146,18 @@ static void write_line(baton__trace_t *t, const baton__trace_call_t *c, const ch
   size_t bytes = !c->sched ? flat_bytes : sends || local ? sb : rb;
   fprintf(t->f,
           "{\"rank\":%d,\"size\":%d,\"seq\":%llu,\"coll\":\"%s\",\"algo\":\"%s\","
-          "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,\"phase\":\"%s\",\"step\":%d,"
+          "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,", t->rank, t->size,
+          (unsigned long long)c->seq, baton__coll_name(c->coll), algo, c->dtype, c->count,
+          c->root);
+  write_counts(t, c);
+  fprintf(t->f,
+          "\"phase\":\"%s\",\"step\":%d,"
           "\"send_to\":%d,\"send_chunk\":%d,\"send_n\":%d,\"send_from\":\"%s\","
           "\"send_bytes\":%zu,\"local_copy\":%d,"
           "\"recv_from\":%d,\"recv_chunk\":%d,\"recv_n\":%d,\"op\":\"%s\","
           "\"recv_with\":\"%s\",\"recv_bytes\":%zu,\"keep\":%d,\"forward\":%d,"
           "\"finish\":%d,\"bytes\":%zu,\"t_start_us\":%.3f,\"t_end_us\":%.3f,\"rc\":%d}\n",
-          t->rank, t->size, (unsigned long long)c->seq, baton__coll_name(c->coll), algo,
-          c->dtype, c->count, c->root, baton__phase_name((baton__phase_t)st->phase), st->step,
+          baton__phase_name((baton__phase_t)st->phase), st->step,
           st->send_peer, sends || local ? st->send_chunk : -1, sends || local ? st->send_n : 0,
           send_source(st, fed), sb, local, st->recv_peer, recvs ? st->recv_chunk : -1,
           recvs ? st->recv_n : 0, recvs ? ops[st->recv_op & 1] : "none",

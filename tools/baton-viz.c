@@ -37,6 +37,8 @@
 typedef struct {
   sim_t s; /* the collective, the algorithm and the simulated panels */
   int tree, html;
+  size_t counts[MAX_N]; /* the v-variants' count per rank, when given */
+  int has_counts;
   /* the trace, when drawing one */
   const char *trace;
   unsigned long long seq;
@@ -62,6 +64,23 @@ static void *xcalloc(size_t n, size_t size) { return sim_alloc(n, size); }
 static int reduces(const viz_t *v) { return sim_reduces(v->s.coll); }
 
 static int drawn(const viz_t *v, int c) { return sim_drawn(&v->s, c); }
+
+/* "3,5,7": the count of every rank of a v-variant, n of them; their sum
+ * is the call's count, as the library passes it to the schedule. */
+static void parse_counts(viz_t *v, const char *list, const char *what) {
+  const char *p = list;
+  v->s.count = 0;
+  for (int r = 0; r < v->s.n; r++) {
+    char *end;
+    unsigned long long x = strtoull(p, &end, 10);
+    if (end == p || *p == '-' || (r < v->s.n - 1 ? *end != ',' : *end != '\0'))
+      die("%s \"%s\": expected %d counts separated by commas", what, list, v->s.n);
+    v->counts[r] = (size_t)x;
+    v->s.count += (size_t)x;
+    p = end + 1;
+  }
+  v->has_counts = 1;
+}
 
 /* ------------------------------------------------------------ the trace */
 
@@ -145,6 +164,11 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
     str(line, "dtype", v->dtype, sizeof v->dtype, where);
     if (rank == 0) {
       v->s.count = (size_t)num(line, "count", where);
+      if (field(line, "counts")) { /* a v-variant: every rank's count */
+        char list[16 * MAX_N];
+        str(line, "counts", list, sizeof list, where);
+        parse_counts(v, list, where);
+      }
       v->s.root = (int)num(line, "root", where);
       v->s.root = v->s.root < 0 ? 0 : v->s.root; /* -1: the collective has no root */
     }
@@ -275,9 +299,18 @@ static void cell_colour(double f, char *out) {
 /* Elements of chunk c in the call drawn: allreduce cuts the buffer, the
  * others have `count` per rank, broadcast and reduce one chunk. */
 static size_t chunk_len(const viz_t *v, int c) {
+  if (v->has_counts)
+    return v->counts[c];
   if (v->s.coll == BATON__COLL_ALLREDUCE)
     return baton__chunk_len(v->s.count, v->s.n, c);
   return drawn(v, c) ? v->s.count : 0;
+}
+
+static int uneven(const viz_t *v) {
+  for (int c = 1; c < v->s.n && v->s.count; c++)
+    if (drawn(v, c) && chunk_len(v, c) != chunk_len(v, 0))
+      return 1;
+  return 0;
 }
 
 /* Tree layout: levels by distance from the root (rank 0 for collectives
@@ -365,10 +398,10 @@ static void to_edge(const viz_t *v, int q, double tx, double ty, double *x, doub
   *y = v->cy[q] + dy * t;
 }
 
-/* "c3", a run "c3–c5" (modulo N, so "c6–c1" wraps), "all"; with uneven
- * chunks the run's elements after a dot. */
+/* "c3", a run "c3–c5" (modulo N, so "c6–c1" wraps), "all" for every
+ * chunk. */
 static void run_label(const viz_t *v, int chunk, int n, char *out, size_t cap) {
-  if (chunk == BATON__ALL_CHUNKS) {
+  if (chunk == BATON__ALL_CHUNKS || (n == v->s.n && n > 1)) {
     snprintf(out, cap, "all");
     return;
   }
@@ -405,7 +438,7 @@ static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, int label) {
     run_label(v, x->rchunk, x->n, other, sizeof other);
     snprintf(text + strlen(text), sizeof text - strlen(text), "\xe2\x86\x92%s", other);
   }
-  if (v->s.count && chunk_len(v, 0) != chunk_len(v, v->s.n - 1)) /* uneven */
+  if (uneven(v))
     snprintf(text + strlen(text), sizeof text - strlen(text), "\xc2\xb7%zu",
              run_elems(v, x->schunk, x->n));
   fprintf(o, "<path d='M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f' fill='none' stroke='%s' "
@@ -451,6 +484,17 @@ static void draw_cell(FILE *o, const viz_t *v, double x, double y, double w, dou
             (double)k / all > 0.5 ? " fill='white'" : "", k);
 }
 
+/* One chunk of a rank's INPUT: there or not (what it holds is the rank's
+ * own part, or the root's blocks). */
+static void draw_input(FILE *o, double x, double y, double w, int q, int c, int there,
+                       int sent) {
+  fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='5' fill='%s' stroke='%s' "
+          "stroke-width='%s'><title>rank %d, chunk %d in INPUT: %s%s</title></rect>\n", x, y,
+          fmax(w, 1), there ? "#9e9ac8" : "#f2f2f2", sent ? "#000" : "#bbb",
+          sent ? "1.5" : "0.5", q, c, there ? "the caller's data" : "nothing",
+          sent ? "; sent in this step" : "");
+}
+
 /* A rank: its WORK (output or scratch) as a bar of chunks, a chunk it
  * only passes on drawn faded, and its INPUT as a thin strip below. */
 static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slowest) {
@@ -473,8 +517,8 @@ static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slow
     int passing = !work.set && p->fwd_chunk[q] == c;
     draw_cell(o, v, cx, y + 20, w, 12, q, c, passing ? p->fwd[q] : work, "WORK",
               (int)(p->sent_work[q] >> c & 1), passing);
-    draw_cell(o, v, cx, y + 35, w, 5, q, c, v->s.input[q * n + c], "INPUT",
-              (int)(p->sent_in[q] >> c & 1), 0);
+    draw_input(o, cx, y + 35, w, q, c, v->s.input[q * n + c].set != 0,
+               (int)(p->sent_in[q] >> c & 1));
     cx += w;
   }
   for (int i = 0, line = 0; i < p->ncp; i++) {
@@ -482,8 +526,8 @@ static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slow
     if (p->cp[i].rank != q)
       continue;
     run_label(v, p->cp[i].chunk, p->cp[i].n, run, sizeof run);
-    fprintf(o, "<text x='%.1f' y='%.1f' class='tm' fill='#2ca02c'>copies %s: INPUT "
-            "\xe2\x86\x92 WORK</text>\n", v->cx[q], y + v->bh + 12 + 12 * line++, run);
+    fprintf(o, "<text x='%.1f' y='%.1f' class='tm' fill='#2ca02c'>%s: INPUT\xe2\x86\x92"
+            "WORK</text>\n", v->cx[q], y + v->bh + 12 + 12 * line++, run);
   }
   if (v->trace && p->t1[q] >= 0)
     fprintf(o, "<text x='%.1f' y='%.1f' class='tm'%s>%.1f \xc2\xb5s</text>\n", v->cx[q],
@@ -550,7 +594,12 @@ static void draw_header(FILE *o, const viz_t *v) {
   if (v->s.coll == BATON__COLL_BROADCAST || v->s.coll == BATON__COLL_REDUCE ||
       v->s.coll == BATON__COLL_GATHER || v->s.coll == BATON__COLL_SCATTER || v->tree)
     fprintf(o, " \xc2\xb7 root %d", v->s.root);
-  if (v->s.count) {
+  if (v->has_counts) {
+    fprintf(o, " \xc2\xb7 counts");
+    for (int c = 0; c < v->s.n; c++)
+      fprintf(o, "%s%zu", c ? "," : " ", v->counts[c]);
+    fprintf(o, "%s%s elements", v->dtype[0] ? " " : "", v->dtype);
+  } else if (v->s.count) {
     size_t lo = chunk_len(v, v->s.n - 1), hi = chunk_len(v, 0);
     fprintf(o, " \xc2\xb7 count %zu%s%s: chunks of %zu", v->s.count, v->dtype[0] ? " " : "",
             v->dtype, hi);
@@ -577,7 +626,7 @@ static void draw_header(FILE *o, const viz_t *v) {
           "<path d='M690,6h30' stroke='#1f78b4' stroke-width='2' marker-end='url(#hc)'/>"
           "<text x='726' y='10'>receive and copy</text>"
           "<text x='0' y='28'>each rank: its WORK above (faded: only passed on), its "
-          "INPUT below</text>"
+          "INPUT below (purple: there)</text>"
           "<path d='M530,24h30' stroke='#444' stroke-width='2' stroke-dasharray='5,3'/>"
           "<text x='566' y='28'>sent from INPUT</text>"
           "<path d='M690,24h30' stroke='#444' stroke-width='2'/>"
@@ -702,6 +751,7 @@ static void usage(FILE *f) {
           "  -n N                ranks, 1..%d\n"
           "      --count K       elements of the call (allreduce: of the buffer;\n"
           "                      others: per rank), to draw uneven chunks\n"
+          "      --counts A,B,.. allgatherv, reduce_scatterv: the count of every rank\n"
           "      --root R        the root of a rooted collective (default 0)\n"
           "      --layout L      ring or tree (default: what the algorithm's row says)\n"
           "      --trace PATTERN draw a run traced with BATON_TRACE=PATTERN\n"
@@ -760,10 +810,10 @@ int main(int argc, char **argv) {
       {"trace", required_argument, NULL, 't'},  {"seq", required_argument, NULL, 's'},
       {"output", required_argument, NULL, 'o'}, {"html", no_argument, NULL, 'H'},
       {"help", no_argument, NULL, 'h'},         {"list", no_argument, NULL, 'L'},
-      {"root", required_argument, NULL, 'r'},
+      {"root", required_argument, NULL, 'r'},   {"counts", required_argument, NULL, 'C'},
       {NULL, 0, NULL, 0}};
   viz_t v = {.s.coll = BATON__COLL_COUNT};
-  const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL;
+  const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL, *counts = NULL;
   int opt;
   while ((opt = getopt_long(argc, argv, "c:a:n:o:h", longopts, NULL)) != -1) {
     switch (opt) {
@@ -772,6 +822,7 @@ int main(int argc, char **argv) {
     case 'n': v.s.n = (int)parse_long(optarg, "-n", 1, MAX_N); break;
     case 'k': v.s.count = (size_t)parse_long(optarg, "--count", 0, 1L << 50); break;
     case 'l': layout = optarg; break;
+    case 'C': counts = optarg; break;
     case 'r': v.s.root = (int)parse_long(optarg, "--root", 0, MAX_N - 1); break;
     case 't': v.trace = optarg; break;
     case 's': v.seq = (unsigned long long)parse_long(optarg, "--seq", 1, 1L << 62); break;
@@ -793,6 +844,10 @@ int main(int argc, char **argv) {
       die("say which collective and how many ranks, e.g. -c allreduce -n 4 (or --trace)");
     if ((v.s.coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
       die("--coll \"%s\" is not a collective; expected one of: %s", coll, coll_names());
+    if (counts && v.s.coll != BATON__COLL_ALLGATHERV && v.s.coll != BATON__COLL_REDUCE_SCATTERV)
+      die("--counts is for allgatherv and reduce_scatterv, not %s", coll);
+    if (counts)
+      parse_counts(&v, counts, "--counts");
     if (v.s.coll == BATON__COLL_BARRIER)
       die("--coll barrier moves no data: nothing to draw");
     if (v.s.root >= v.s.n)

@@ -40,6 +40,7 @@
 typedef struct {
   uint64_t set; /* contributions; 0: nothing there */
   int tag;      /* the chunk it started as */
+  int fin;      /* a reduction finished (AVG divided) here */
 } val_t;
 
 enum { SRC_INPUT, SRC_WORK, SRC_RECEIVED };
@@ -117,7 +118,7 @@ static uint64_t sim_all(const sim_t *s) { return s->n == 64 ? ~0ull : (1ull << s
 
 /* What the caller passes in: chunk c of rank r's INPUT. */
 static val_t sim_input(const sim_t *s, int r, int c) {
-  val_t none = {0, c}, mine = {1ull << r, c};
+  val_t none = {0, c, 0}, mine = {1ull << r, c, 0};
   if (!sim_drawn(s, c))
     return none;
   switch (s->coll) {
@@ -133,7 +134,7 @@ static val_t sim_input(const sim_t *s, int r, int c) {
 /* What the collective promises chunk c of rank r's output holds, or
  * set 0 where it promises nothing. */
 static val_t sim_promise(const sim_t *s, int r, int c) {
-  val_t none = {0, c}, all = {sim_all(s), c}, own = {1ull << c, c};
+  val_t none = {0, c, 0}, all = {sim_all(s), c, !s->mailbox}, own = {1ull << c, c, 0};
   if (!sim_drawn(s, c))
     return none;
   switch (s->coll) {
@@ -144,9 +145,9 @@ static val_t sim_promise(const sim_t *s, int r, int c) {
   case BATON__COLL_ALLGATHER:
   case BATON__COLL_ALLGATHERV: return own;
   case BATON__COLL_GATHER: return r == s->root ? own : none;
-  case BATON__COLL_BROADCAST: return (val_t){1ull << s->root, c};
-  case BATON__COLL_SCATTER: return c == r ? (val_t){1ull << s->root, c} : none;
-  case BATON__COLL_ALLTOALL: return (val_t){1ull << c, r}; /* rank c's block for r */
+  case BATON__COLL_BROADCAST: return (val_t){1ull << s->root, c, 0};
+  case BATON__COLL_SCATTER: return c == r ? (val_t){1ull << s->root, c, 0} : none;
+  case BATON__COLL_ALLTOALL: return (val_t){1ull << c, r, 0}; /* rank c's block for r */
   default: return none;
   }
 }
@@ -251,15 +252,20 @@ static val_t sim_combine(run_t *R, int r, const baton__step_t *st, int c, val_t 
     return got;
   val_t base = st->recv_with == BATON__FROM_INPUT ? s->input[r * s->n + c]
                                                   : R->work[r * s->n + c];
-  if (!base.set)
-    return got;
-  if (got.set && base.tag != got.tag)
+  if (!base.set && got.set && sim_drawn(s, c))
+    sim_die(s, "rank %d, %s: combines chunk %d with its %s, which holds nothing", r,
+            sim_where(st), c, st->recv_with == BATON__FROM_INPUT ? "INPUT" : "WORK");
+  if (!got.set)
+    return base;
+  if (base.fin || got.fin)
+    sim_die(s, "rank %d, %s: adds to chunk %d after its sum was finished", r, sim_where(st), c);
+  if (base.tag != got.tag)
     sim_die(s, "rank %d, %s: combines chunk %d's data with chunk %d's", r, sim_where(st),
             got.tag, base.tag);
   if (base.set & got.set)
     sim_die(s, "rank %d, %s: adds the contribution of rank(s) %#llx into chunk %d twice", r,
             sim_where(st), (unsigned long long)(base.set & got.set), c);
-  return (val_t){base.set | got.set, base.tag};
+  return (val_t){base.set | got.set, base.tag, 0};
 }
 
 /* One rank's receive; 0 when its message is not there yet. */
@@ -291,9 +297,10 @@ static int sim_recv(run_t *R, panel_t *p, int r, const baton__step_t *st) {
     int c = sim_chunk(s, st->recv_chunk, i);
     val_t v = sim_combine(R, r, st, c, m->v[i]);
     x->carried |= m->v[i].set;
-    if (st->finish && sim_reduces(s->coll) && v.set != sim_all(s))
+    if (st->finish && sim_reduces(s->coll) && v.set != sim_all(s) && sim_drawn(s, c))
       sim_die(s, "rank %d, %s: finishes chunk %d with the contributions %#llx only, so AVG "
               "would divide a partial sum", r, sim_where(st), c, (unsigned long long)v.set);
+    v.fin |= st->finish && sim_reduces(s->coll);
     if (st->forward)
       R->fwd_chunk[r] = c, R->fwd[r] = v;
     if (st->keep || !st->forward)
@@ -341,12 +348,13 @@ static int sim_check(sim_t *s, const val_t *work) {
   for (int r = 0; r < s->n; r++)
     for (int c = 0; c < s->n; c++) {
       val_t want = sim_promise(s, r, c), got = work[r * s->n + c];
-      if (!want.set || (got.set == want.set && got.tag == want.tag))
+      if (!want.set || (got.set == want.set && got.tag == want.tag && got.fin >= want.fin))
         continue;
       snprintf(s->bad, sizeof s->bad, "rank %d ends with chunk %d holding the contributions "
-               "%#llx of chunk %d; %s promises %#llx of chunk %d", r, c,
-               (unsigned long long)got.set, got.tag, baton__coll_name(s->coll),
-               (unsigned long long)want.set, want.tag);
+               "%#llx of chunk %d%s; %s promises %#llx of chunk %d%s", r, c,
+               (unsigned long long)got.set, got.tag, got.fin ? ", finished" : "",
+               baton__coll_name(s->coll), (unsigned long long)want.set, want.tag,
+               want.fin ? ", finished once (AVG divides there)" : "");
       return -1;
     }
   return 0;
