@@ -29,6 +29,13 @@ static void ring_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
 
 static int flat_max_steps(int size) { return size; }
 
+static void hier_build(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                       int root, const int *order) {
+  (void)count;
+  (void)root;
+  baton__hier_schedule(s, coll, rank, size, order);
+}
+
 /* flat.c as data: one step in which this rank reads, from every other
  * rank's mailbox, what it needs: everything (allreduce), its own chunk of
  * every input (reduce-scatter), the other rank's input (allgather) or the
@@ -69,6 +76,7 @@ static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
 static const baton__algo_t algos[] = {
     {"ring", RING_COLLS, "ring", ring_max_steps, ring_build},
     {"flat", FLAT_COLLS, "ring", flat_max_steps, flat_build},
+    {"hier", BIT(ALLREDUCE), "ring", ring_max_steps, hier_build},
 };
 
 const baton__algo_t *baton__algos(int *n) {

@@ -119,6 +119,10 @@ typedef struct {
   const char *algo;
   int nsteps;
   baton__step_t *steps; /* capacity fixed at communicator creation */
+  /* Per rank, the index of its host (hosts numbered along the ring); set
+   * by the communicator, NULL offline (every rank its own host). Only the
+   * hierarchical algorithm reads it. */
+  const int *host;
 } baton__sched_t;
 
 const char *baton__coll_name(baton__coll_t coll);
@@ -138,6 +142,11 @@ void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
  * one transfer plus N-2 segment latencies. */
 void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                            const int *order, int root);
+
+/* Hierarchical allreduce (hier.c): fold into one leader per host, ring
+ * among the leaders, unfold. Steps capacity must be >= 2 * size. */
+void baton__hier_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                          const int *order);
 
 /* ---- The algorithms, as one table (algo.c): the one place the tracer, the
  * diagram tool, the cost model and the tests ask for a schedule. A new
