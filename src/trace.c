@@ -146,9 +146,9 @@ static void write_line(baton__trace_t *t, const baton__trace_call_t *c, const ch
   size_t bytes = !c->sched ? flat_bytes : sends || local ? sb : rb;
   fprintf(t->f,
           "{\"rank\":%d,\"size\":%d,\"seq\":%llu,\"coll\":\"%s\",\"algo\":\"%s\","
-          "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,", t->rank, t->size,
+          "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,\"host\":%d,", t->rank, t->size,
           (unsigned long long)c->seq, baton__coll_name(c->coll), algo, c->dtype, c->count,
-          c->root);
+          c->root, c->sched && c->sched->host ? c->sched->host[t->rank] : t->rank);
   write_counts(t, c);
   fprintf(t->f,
           "\"phase\":\"%s\",\"step\":%d,"

@@ -196,7 +196,8 @@ static void check_schedule(tally_t *t, const char *coll, size_t count, int root,
   if (!algo || !strcmp(algo, "flat"))
     algo = "flat"; /* one line for the whole call, checked by the caller */
   const baton__algo_t *a = baton__algo_find(algo);
-  baton__sched_t s = {.steps = calloc((size_t)baton__max_steps(t->size), sizeof *s.steps)};
+  baton__sched_t s = {.steps = calloc((size_t)baton__max_steps(t->size), sizeof *s.steps),
+                      .host = t->comm->sched.host};
   int fields_ok = 1, times_ok = 1, flat = !strcmp(algo, "flat");
   int built = !flat && a && s.steps &&
               baton__schedule_on(&s, baton__coll_find(coll), a, t->rank, t->size, count,
@@ -305,7 +306,7 @@ int main(void) {
     static const char *const strs[] = {"coll", "algo", "dtype", "phase", "op", "send_from",
                                        "recv_with"};
     static const char *const nums[] = {"rank", "size", "seq", "count", "root", "step", "send_to",
-                                       "send_chunk", "send_n", "send_bytes", "local_copy",
+                                       "host", "send_chunk", "send_n", "send_bytes", "local_copy",
                                        "recv_from", "recv_chunk", "recv_n", "recv_bytes", "keep",
                                        "forward", "finish", "bytes", "t_start_us", "t_end_us",
                                        "rc"};

@@ -39,6 +39,15 @@ if ! command -v xmllint >/dev/null; then
   exit 1
 fi
 
+# bad WORD CMD...: CMD fails with status 2 and a message that says WORD.
+bad() { # bad WORD CMD...: fails with status 2 and says WORD
+  "${@:2}" >"$tmp/out" 2>&1
+  local rc=$?
+  if [ $rc = 2 ] && grep -q -- "$1" "$tmp/out"; then ok; else
+    fail "'${*:2}' gave status $rc and: $(head -2 "$tmp/out")"
+  fi
+}
+
 # Drawn, well-formed and as promised, for everything the library can draw.
 promised() { grep -q "class='ttl'[^>]*>result: what $1 promises<" "$2"; }
 rooted() { case $1 in broadcast|reduce|gather|scatter) return 0;; esac; return 1; }
@@ -61,6 +70,14 @@ while read -r coll algo; do
   fi
   check "$coll $algo page" sh -c "'$VIZ' -c $coll -a $algo -n 5 -o '$tmp/p.html' && xmllint --noout '$tmp/p.html'"
 done < <("$VIZ" --list)
+
+# Ranks on hosts (what hier reads; the others ignore it): 2 hosts of 3 and 2.
+for algo in $("$VIZ" --list | awk '$1 == "allreduce" {print $2}'); do
+  out=$tmp/hosts-$algo
+  if "$VIZ" -c allreduce -a "$algo" -n 5 --hosts 0,0,0,1,1 -o "$out.svg" 2>"$out.err" &&
+     promised allreduce "$out.svg"; then ok; else fail "allreduce $algo on hosts 0,0,0,1,1: $(head -3 "$out.err")"; fi
+done
+bad "--hosts" "$VIZ" -c allreduce -n 3 --hosts 0,1
 
 # The tree layout: the root (rank 2) on top, alone; every other rank's box
 # lower down. Rank q's box is the rect just before its "rank q" label.
@@ -126,7 +143,12 @@ traced() { # traced N LABEL [ENV...]
     [ "$root" = -1 ] && root=0
     if "$VIZ" --trace "$dir/trace.%r" --seq $i -o "$dir/traced$i.svg" 2>"$dir/err" &&
        xmllint --noout "$dir/traced$i.svg"; then ok; else fail "$label --trace seq $i: $(cat "$dir/err")"; fi
-    "$VIZ" -c "$coll" -a "$algo" -n "$n" --count "$count" --root "$root" -o "$dir/offline$i.svg"
+    local hosts="" counts
+    for ((r = 0; r < n; r++)); do hosts+="${hosts:+,}$(jfield "$(head -1 "$dir/trace.$r")" host)"; done
+    counts=$(grep -o '"counts":"[^"]*' <<<"$line" | sed 's/.*"//')
+    if [ -n "$counts" ]; then count=""; fi
+    "$VIZ" -c "$coll" -a "$algo" -n "$n" ${count:+--count $count} ${counts:+--counts $counts} \
+      --root "$root" --hosts "$hosts" -o "$dir/offline$i.svg"
     check "$label --trace seq $i ($coll $algo) draws what the schedule draws" \
       test "$(content "$dir/traced$i.svg")" = "$(content "$dir/offline$i.svg")"
     check "$label --trace seq $i shows step times" grep -q "slowest: rank" "$dir/traced$i.svg"
@@ -138,14 +160,7 @@ for algo in $("$VIZ" --list | awk '$2 != "ring" && $2 != "flat" {print $2}' | so
   traced 5 "$algo" BATON_ALGO="$algo"
 done
 
-# Bad input: exit 2 and a message that names what was wrong.
-bad() { # bad WORD CMD...: fails with status 2 and says WORD
-  "${@:2}" >"$tmp/out" 2>&1
-  local rc=$?
-  if [ $rc = 2 ] && grep -q -- "$1" "$tmp/out"; then ok; else
-    fail "'${*:2}' gave status $rc and: $(head -2 "$tmp/out")"
-  fi
-}
+# Bad input to either tool: exit 2 and a message that names what was wrong.
 bad "nonesuch" "$VIZ" -c nonesuch -n 4
 bad "-n" "$VIZ" -c allreduce -n 0
 bad "-n" "$VIZ" -c allreduce -n 65

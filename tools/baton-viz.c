@@ -65,21 +65,40 @@ static int reduces(const viz_t *v) { return sim_reduces(v->s.coll); }
 
 static int drawn(const viz_t *v, int c) { return sim_drawn(&v->s, c); }
 
-/* "3,5,7": the count of every rank of a v-variant, n of them; their sum
- * is the call's count, as the library passes it to the schedule. */
-static void parse_counts(viz_t *v, const char *list, const char *what) {
+/* "3,5,7": n numbers separated by commas, into out[]; returns their sum. */
+static size_t parse_list(int n, const char *list, const char *what, const char *unit,
+                         size_t *out) {
   const char *p = list;
-  v->s.count = 0;
-  for (int r = 0; r < v->s.n; r++) {
+  size_t sum = 0;
+  for (int r = 0; r < n; r++) {
     char *end;
     unsigned long long x = strtoull(p, &end, 10);
-    if (end == p || *p == '-' || (r < v->s.n - 1 ? *end != ',' : *end != '\0'))
-      die("%s \"%s\": expected %d counts separated by commas", what, list, v->s.n);
-    v->counts[r] = (size_t)x;
-    v->s.count += (size_t)x;
+    if (end == p || *p == '-' || (r < n - 1 ? *end != ',' : *end != '\0'))
+      die("%s \"%s\": expected %d %s separated by commas", what, list, n, unit);
+    out[r] = (size_t)x;
+    sum += (size_t)x;
     p = end + 1;
   }
+  return sum;
+}
+
+/* The count of every rank of a v-variant; their sum is the call's count,
+ * as the library passes it to the schedule. */
+static void parse_counts(viz_t *v, const char *list, const char *what) {
+  v->s.count = parse_list(v->s.n, list, what, "counts", v->counts);
   v->has_counts = 1;
+}
+
+/* The host of every rank, numbered from 0 along the ring (hier). */
+static void parse_hosts(viz_t *v, const char *list) {
+  size_t h[MAX_N];
+  parse_list(v->s.n, list, "--hosts", "host numbers", h);
+  for (int r = 0; r < v->s.n; r++) {
+    if (h[r] >= (size_t)v->s.n)
+      die("--hosts \"%s\": host %zu of rank %d is not below %d", list, h[r], r, v->s.n);
+    v->s.host[r] = (int)h[r];
+  }
+  v->s.has_hosts = 1;
 }
 
 /* ------------------------------------------------------------ the trace */
@@ -173,6 +192,10 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
       v->s.root = v->s.root < 0 ? 0 : v->s.root; /* -1: the collective has no root */
     }
     r->step = (int)num(line, "step", where);
+    if (field(line, "host")) {
+      v->s.host[rank] = (int)num(line, "host", where);
+      v->s.has_hosts |= v->s.host[rank] != rank;
+    }
     r->send_to = (int)num(line, "send_to", where);
     r->send_chunk = (int)num(line, "send_chunk", where);
     r->recv_from = (int)num(line, "recv_from", where);
@@ -222,13 +245,15 @@ static void load_trace(viz_t *v) {
     die("algorithm \"%s\" of the trace is not one this baton knows", algo);
   if (v->s.root >= v->s.n)
     die("the trace's root %d is not a rank of its %d", v->s.root, v->s.n);
+  for (int r = 1; r < v->s.n; r++) /* every rank's host, before the schedules are built */
+    read_rank(v, r, rec, cap, c2, a2);
   if (simulate(&v->s) != 0)
     fprintf(stderr, "baton-viz: warning: %s\n", v->s.bad);
   baton__step_t *steps = xcalloc((size_t)v->s.algo->max_steps(v->s.n), sizeof *steps);
   double tmin = 1e300, tmax = -1e300;
   for (int r = 0; r < v->s.n; r++) {
     int nrec = read_rank(v, r, rec, cap, c2, a2);
-    baton__sched_t s = {.steps = steps};
+    baton__sched_t s = {.steps = steps, .host = v->s.has_hosts ? v->s.host : NULL};
     if (baton__schedule_for(&s, v->s.coll, v->s.algo, r, v->s.n, v->s.count, v->s.root) != 0)
       die("%s does not do %s", algo, coll);
     if (strcmp(c2, coll) || strcmp(a2, algo))
@@ -752,6 +777,7 @@ static void usage(FILE *f) {
           "      --count K       elements of the call (allreduce: of the buffer;\n"
           "                      others: per rank), to draw uneven chunks\n"
           "      --counts A,B,.. allgatherv, reduce_scatterv: the count of every rank\n"
+          "      --hosts A,B,..  the host of every rank, numbered from 0 (hier)\n"
           "      --root R        the root of a rooted collective (default 0)\n"
           "      --layout L      ring or tree (default: what the algorithm's row says)\n"
           "      --trace PATTERN draw a run traced with BATON_TRACE=PATTERN\n"
@@ -811,9 +837,10 @@ int main(int argc, char **argv) {
       {"output", required_argument, NULL, 'o'}, {"html", no_argument, NULL, 'H'},
       {"help", no_argument, NULL, 'h'},         {"list", no_argument, NULL, 'L'},
       {"root", required_argument, NULL, 'r'},   {"counts", required_argument, NULL, 'C'},
+      {"hosts", required_argument, NULL, 'S'},
       {NULL, 0, NULL, 0}};
   viz_t v = {.s.coll = BATON__COLL_COUNT};
-  const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL, *counts = NULL;
+  const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL, *counts = NULL, *hosts = NULL;
   int opt;
   while ((opt = getopt_long(argc, argv, "c:a:n:o:h", longopts, NULL)) != -1) {
     switch (opt) {
@@ -823,6 +850,7 @@ int main(int argc, char **argv) {
     case 'k': v.s.count = (size_t)parse_long(optarg, "--count", 0, 1L << 50); break;
     case 'l': layout = optarg; break;
     case 'C': counts = optarg; break;
+    case 'S': hosts = optarg; break;
     case 'r': v.s.root = (int)parse_long(optarg, "--root", 0, MAX_N - 1); break;
     case 't': v.trace = optarg; break;
     case 's': v.seq = (unsigned long long)parse_long(optarg, "--seq", 1, 1L << 62); break;
@@ -848,6 +876,8 @@ int main(int argc, char **argv) {
       die("--counts is for allgatherv and reduce_scatterv, not %s", coll);
     if (counts)
       parse_counts(&v, counts, "--counts");
+    if (hosts)
+      parse_hosts(&v, hosts);
     if (v.s.coll == BATON__COLL_BARRIER)
       die("--coll barrier moves no data: nothing to draw");
     if (v.s.root >= v.s.n)

@@ -80,6 +80,8 @@ typedef struct {
   int np;
   int *panel_of;  /* [rank * cap + step]: the panel the step ran in */
   int cap;        /* steps per rank at most */
+  int host[MAX_N]; /* per rank its host's index (hier), when has_hosts */
+  int has_hosts;
   char bad[512];  /* why the result is not what the collective promises */
 } sim_t;
 
@@ -400,6 +402,7 @@ static int simulate(sim_t *s) {
   int sends = 0;
   for (int r = 0; r < n; r++) {
     R.sch[r].steps = sim_alloc((size_t)s->cap, sizeof *R.sch[r].steps);
+    R.sch[r].host = s->has_hosts ? s->host : NULL;
     if (baton__schedule_for(&R.sch[r], s->coll, s->algo, r, n, s->count, s->root) != 0)
       sim_die(s, "the library gives no schedule for rank %d", r);
     total += R.sch[r].nsteps;
