@@ -29,6 +29,13 @@ static void ring_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
 
 static int flat_max_steps(int size) { return size; }
 
+static void hier_build(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                       int root, const int *order) {
+  (void)count;
+  (void)root;
+  baton__hier_schedule(s, coll, rank, size, order);
+}
+
 /* flat.c as data: one step in which this rank reads, from every other
  * rank's mailbox, what it needs: everything (allreduce), its own chunk of
  * every input (reduce-scatter), the other rank's input (allgather) or the
@@ -73,6 +80,8 @@ static const baton__algo_t algos[] = {
     {"flat", FLAT_COLLS, "ring", flat_max_steps, flat_build},
     {"rhd", RHD_COLLS, "ring", baton__rhd_max_steps, baton__rhd_schedule},
     {"rd", RD_COLLS, "ring", baton__rd_max_steps, baton__rd_schedule},
+    {"pairwise", BIT(ALLTOALL), "ring", baton__pairwise_max_steps, baton__pairwise_build},
+    {"hier", BIT(ALLREDUCE), "ring", ring_max_steps, hier_build},
 };
 
 const baton__algo_t *baton__algos(int *n) {

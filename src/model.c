@@ -63,6 +63,13 @@ FN(ar_rhd, 2 * log2p(n) * A + 2 * frac(pow2_below(n)) * B +
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
 FN(ar_flat, A + n * B + (n - 1) * G)
+/* hier: the leaders' ring over L hosts; the shared-memory fold and unfold
+ * inside a host are counted as the leader's extra reductions only. */
+static double hosts_of(int n, const baton__cost_t *c) {
+  return c->hosts >= 1 && c->hosts <= n ? c->hosts : n;
+}
+FN(ar_hier, 2 * (hosts_of(n, c) - 1) * A + 2 * frac((int)hosts_of(n, c)) * B +
+                frac((int)hosts_of(n, c)) * G + (n / hosts_of(n, c) - 1) * G)
 /* reduce_scatter: K is the input, N blocks of K/N */
 FN(rs_ring, (n - 1) * A + frac(n) * (B + G))
 FN(rs_rhd, log2p(n) * A + frac(pow2_below(n)) * (B + G) + fold(n, k, c, 1, 1))
@@ -91,6 +98,7 @@ static const baton__model_t rows[] = {
     {"allreduce", "rd", "log2(P)(a + Kb + Kg) [+ fold]", ar_rd},
     {"allreduce", "tree", "2L(a + Kb) + L Kg", ar_tree},
     {"allreduce", "flat", "a + N Kb + (N-1) Kg", ar_flat},
+    {"allreduce", "hier", "2(L-1)a + 2(L-1)/L Kb + (L-1)/L Kg + (N/L-1) Kg, L hosts", ar_hier},
     {"reduce_scatter", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
     {"reduce_scatter", "naive", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
     {"reduce_scatter", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},

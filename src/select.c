@@ -53,9 +53,12 @@ int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err,
 
 const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                    size_t elsize) {
+  static const baton__algo_t *flat, *ring;
+  if (!flat)
+    flat = baton__algo_find("flat"), ring = baton__algo_find("ring");
   const baton__algo_t *forced = comm->forced[coll];
-  if (forced && strcmp(forced->name, "flat") == 0 &&
-      !baton__flat_fits(comm, coll, count, elsize)) {
+  int flat_ok = (flat->colls & (1u << coll)) && baton__flat_fits(comm, coll, count, elsize);
+  if (forced == flat && !flat_ok) {
     BATON_INFO(COLL, "%s: BATON_ALGO asks for flat, which needs every rank on one host and "
                "at most BATON_FLAT_BYTES per rank; using the next best",
                baton__coll_name(coll));
@@ -63,7 +66,5 @@ const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_
   }
   if (forced)
     return forced;
-  if (baton__flat_fits(comm, coll, count, elsize) && baton__algo_find("flat")->colls & (1u << coll))
-    return baton__algo_find("flat");
-  return baton__algo_find("ring");
+  return flat_ok ? flat : ring;
 }

@@ -167,6 +167,17 @@ run "test_coll -n 4 --quick 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
 run "test_coll -n 5 --quick 3 hosts interleaved $RING_SMALL" 1 env $RING_SMALL \
   "$BUILD/bin/baton-run" -n 5 \
   sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0" --quick' "$BUILD/tests/test_coll"
+# The hierarchical allreduce: hosts of 2, hosts of 3 and 1 (small segments),
+# interleaved hosts.
+run "test_coll -n 4 --quick allreduce hier 2 hosts x 2 ranks" 1 env BATON_ALGO=hier \
+  "$BUILD/bin/baton-run" -n 4 \
+  sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick --coll allreduce' "$BUILD/tests/test_coll"
+run "test_coll -n 4 allreduce hier hosts of 3 and 1 $RING_SMALL" 1 env BATON_ALGO=hier $RING_SMALL \
+  BATON_PAIR_SEGMENT_BYTES=256 "$BUILD/bin/baton-run" -n 4 \
+  sh -c 'BATON_HOSTID=h$((BATON_RANK / 3)) exec "$0" --coll allreduce' "$BUILD/tests/test_coll"
+run "test_coll -n 5 --quick allreduce hier 3 hosts interleaved" 1 env BATON_ALGO=hier \
+  "$BUILD/bin/baton-run" -n 5 \
+  sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0" --quick --coll allreduce' "$BUILD/tests/test_coll"
 # Lost ranks, aborts and mismatched calls: every rank fails fast with the
 # right code, on shared memory, TCP, and both at once.
 for mode in kill abort mismatch; do

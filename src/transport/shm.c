@@ -348,12 +348,16 @@ int baton__shm_arrive(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, d
     mine->sig = *sig;
   atomic_store_explicit(&mine->call, call, memory_order_release);
   wake(&mine->call, &mine->waiting, 1);
-  double deadline = baton__now() + timeout_s;
+  double deadline = 0; /* read the clock only once someone has to be waited for */
   for (int r = 0; r < s->size; r++) {
     mailbox_hdr_t *h = mailbox_hdr(s, r, call);
+    if (r == s->rank || reached(&h->call, call))
+      continue;
     pid_t pid = atomic_load_explicit(&s->hdr->ranks[r].pid, memory_order_relaxed);
+    if (deadline == 0)
+      deadline = baton__now() + timeout_s;
     double left = deadline - baton__now();
-    int rc = r == s->rank ? 0 : wait_for(s, &h->call, call, &h->waiting, pid, left > 0 ? left : 0);
+    int rc = wait_for(s, &h->call, call, &h->waiting, pid, left > 0 ? left : 0);
     if (rc && s->watched) {
       snprintf(why, whylen, "%s", s->why);
       return rc;
