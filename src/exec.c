@@ -399,10 +399,12 @@ size_t baton__sched_work_bytes(const baton_comm_t *comm, size_t elsize) {
   size_t most = 0;
   for (int i = 0; i < s->nsteps; i++) {
     const baton__step_t *st = &s->steps[i];
-    /* WORK is touched by a kept receive, a send from WORK or a local copy. */
+    /* WORK is touched by a kept receive, a send from WORK or a local copy;
+     * a send fed by the previous step's forward touches nothing. */
+    int fed = i > 0 && s->steps[i - 1].forward;
     int runs[2][2] = {{st->recv_chunk, st->recv_peer >= 0 && st->keep ? st->recv_n : 0},
-                      {st->send_chunk, st->send_from == BATON__FROM_WORK || st->send_keep
-                                           ? st->send_n : 0}};
+                      {st->send_chunk, !fed && (st->send_from == BATON__FROM_WORK ||
+                                                st->send_keep) ? st->send_n : 0}};
     for (int k = 0; k < 2; k++)
       for (int j = 0; j < runs[k][1]; j++) {
         int c = (runs[k][0] + j) % comm->size;
