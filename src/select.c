@@ -206,23 +206,24 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
 
 /* The model's time, plus what the executor adds (exec.c): it runs the
  * whole schedule once per round, each round moving one piece of every
- * chunk (`segment` here: a window of slots for the ring, a share of one for
- * the others), so a chunk larger than a piece pays every message's alpha
- * again each extra round. The chain (the ring's broadcast and reduce)
- * pipelines those rounds along the line, which its formula counts with S
- * = K / piece; flat is one rendezvous whatever its size. */
+ * chunk (a window of slots for the ring, a share of one for the others), so
+ * a chunk larger than a piece pays every message's alpha again each extra
+ * round. The chain (the ring's broadcast and reduce) forwards each segment
+ * as it arrives, across rounds too, which its formula counts with S = K /
+ * segment; flat is one rendezvous whatever its size. */
 double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
                              baton__coll_t coll, double bytes) {
   const char *name = baton__coll_name(coll);
   int flat = strcmp(algo->name, "flat") == 0, ring = strcmp(algo->name, "ring") == 0;
   int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
   const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
+  double piece = ring || flat ? in->ring_piece : in->pair_piece;
   double t = baton__model_time(name, algo->name, in->size, bytes, c);
-  if (t <= 0 || flat || (ring && one_chunk) || c->segment <= 0)
+  if (t <= 0 || flat || (ring && one_chunk) || piece <= 0)
     return t;
   double chunk = one_chunk ? bytes : bytes / in->size;
-  double rounds = (double)(unsigned long long)(chunk / c->segment);
-  rounds += rounds * c->segment < chunk;
+  double rounds = (double)(unsigned long long)(chunk / piece);
+  rounds += rounds * piece < chunk;
   if (rounds <= 1)
     return t;
   const baton__cost_t per_msg = {.alpha = 1, .segment = c->segment};
@@ -416,10 +417,11 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
                            .scratch_bytes = comm->params.scratch_bytes,
                            .forced = comm->forced[coll]};
-  in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM,
-                      baton__select_piece(comm, 1));
+  in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes);
   in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
-                      baton__select_piece(comm, 0));
+                      (double)comm->stream_slot_bytes);
+  in.ring_piece = baton__select_piece(comm, 1);
+  in.pair_piece = baton__select_piece(comm, 0);
   baton__cand_t cands[16];
   int n;
   char why[256];

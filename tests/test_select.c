@@ -34,6 +34,8 @@ static baton__select_in_t costs(int n, double alpha, double beta, int flat_fits)
                             .segment = 256 << 10};
   in.pair = (baton__cost_t){.alpha = alpha * 1.5, .beta = beta * 1.5, .gamma = beta / 4,
                             .segment = 64 << 10};
+  in.ring_piece = 1 << 20;
+  in.pair_piece = (64 << 10) * 4.0 / n;
   return in;
 }
 
@@ -46,12 +48,13 @@ static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton
   int flat = strcmp(a->name, "flat") == 0, ring = strcmp(a->name, "ring") == 0;
   int rooted = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
   const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
+  double piece = ring || flat ? in->ring_piece : in->pair_piece;
   const char *name = baton__coll_name(coll);
   double t = baton__model_time(name, a->name, in->size, bytes, c);
   baton__cost_t one_a = {.alpha = 1, .segment = c->segment};
   double msgs = baton__model_time(name, a->name, in->size, bytes, &one_a);
   double chunk = rooted ? bytes : bytes / in->size, rounds = 1;
-  while (rounds * c->segment < chunk)
+  while (rounds * piece < chunk)
     rounds++;
   if (!flat && !(ring && rooted) && t > 0)
     t += (rounds - 1) * msgs * c->alpha;
