@@ -273,12 +273,13 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
   c->out_off = calloc(n, sizeof(size_t));
   c->len = calloc(n, sizeof(size_t));
   c->work_off = calloc(n, sizeof(size_t));
+  c->host = calloc(n, sizeof *c->host);
   c->hosts = calloc(n, sizeof *c->hosts);
   c->group = calloc(n, sizeof *c->group);
   c->to = calloc(n, sizeof *c->to);
   c->from = calloc(n, sizeof *c->from);
   c->scratch = calloc(2 * n, 1);
-  if (!c->order || !c->sched.steps || !c->in_off || !c->out_off || !c->len || !c->work_off ||
+  if (!c->order || !c->sched.steps || !c->in_off || !c->out_off || !c->len || !c->work_off || !c->host ||
       !c->hosts ||
       !c->group || !c->to || !c->from || !c->scratch) {
     snprintf(err, errlen, "out of memory for the tables of %d ranks", c->size);
@@ -302,6 +303,7 @@ static void free_comm(baton_comm_t *c) {
   free(c->out_off);
   free(c->len);
   free(c->work_off);
+  free(c->host);
   if (c->work)
     munmap(c->work, c->work_bytes);
   free(c->hosts);
@@ -317,10 +319,18 @@ static void free_comm(baton_comm_t *c) {
  * host boundary once in each direction whatever the rank numbering. */
 static void choose_ring(baton_comm_t *c) {
   int n = 0;
-  for (int g = 0; g < c->size; g++)
+  c->nhosts = 0;
+  for (int g = 0; g < c->size; g++) {
+    int any = 0;
     for (int r = 0; r < c->size; r++)
-      if (c->group[r] == g)
+      if (c->group[r] == g) {
         c->order[n++] = r;
+        c->host[r] = c->nhosts;
+        any = 1;
+      }
+    c->nhosts += any;
+  }
+  c->sched.host = c->host;
 }
 
 static int share_id(baton_comm_t *c, char *err, size_t errlen) {

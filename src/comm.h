@@ -24,6 +24,8 @@ struct baton_comm {
   size_t slot_bytes;             /* segment size: the smallest slot of any connection */
   unsigned char *scratch;        /* 2 * size bytes for the barrier */
   int *order;                    /* the ring: ranks in ring order */
+  int *host;                     /* per rank: its host's index along the ring */
+  int nhosts;
   baton__sched_t sched;          /* reused by every collective */
   const baton__algo_t *forced[BATON__COLL_COUNT]; /* BATON_ALGO, NULL: choose */
   struct baton__select_state *select; /* link costs and cached decisions (select.c) */

@@ -14,6 +14,7 @@ typedef struct {
   double beta;    /* seconds per byte moved (1 / bandwidth) */
   double gamma;   /* seconds per byte reduced (1 / reduction bandwidth) */
   double segment; /* bytes per pipeline segment (chain algorithms) */
+  double hosts;   /* hosts the ranks are spread over (hier); 0: one rank each */
 } baton__cost_t;
 
 typedef struct {

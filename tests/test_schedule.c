@@ -63,12 +63,17 @@ typedef struct {
   baton__sched_t s[MAX_N];
 } all_t;
 
+/* The hosts the schedules are built for (hier reads them); NULL: one rank
+ * per host. */
+static const int *sim_host;
+
 static int build_all(all_t *A, baton__coll_t coll, const baton__algo_t *algo, int n,
                      size_t count, int root) {
   if (algo->max_steps(n) > MAX_STEPS)
     return -1;
   for (int r = 0; r < n; r++) {
     A->s[r].steps = A->steps[r];
+    A->s[r].host = sim_host;
     if (baton__schedule_for(&A->s[r], coll, algo, r, n, count, root) != 0)
       return -1;
   }
@@ -419,6 +424,16 @@ int main(void) {
             break;
         }
       }
+    /* Ranks on hosts: pairs, threes, and one host of three beside hosts
+     * of one; hosts follow the ring (0, 1, ..., N-1) as the library's do. */
+    for (int kind = 0; kind < 3; kind++) {
+      int host[MAX_N];
+      for (int r = 0; r < n; r++)
+        host[r] = kind == 0 ? r / 2 : kind == 1 ? r / 3 : r < 3 ? 0 : r - 2;
+      sim_host = host;
+      simulate(BATON__COLL_ALLREDUCE, baton__algo_find("hier"), n, 0);
+      sim_host = NULL;
+    }
     size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 7 * (size_t)n + 3,
                        1000003};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
