@@ -219,6 +219,14 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
   const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
   double piece = ring || flat ? in->ring_piece : in->pair_piece;
   double t = baton__model_time(name, algo->name, in->size, bytes, c);
+  if (t > 0 && strcmp(algo->name, "hier") == 0) {
+    /* Its formula counts the fold and unfold inside a host as reductions
+     * only; each is also a message of the whole buffer per other rank of
+     * the host, through shared memory, or TCP with BATON_TRANSPORT=tcp. */
+    const baton__cost_t *l = in->tcp_inside ? c : &in->local;
+    double m = c->hosts >= 1 ? in->size / c->hosts : 1;
+    t += 2 * (m - 1) * (l->alpha + bytes * l->beta);
+  }
   if (t <= 0 || flat || (ring && one_chunk) || piece <= 0)
     return t;
   double chunk = one_chunk ? bytes : bytes / in->size;
@@ -286,7 +294,8 @@ const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__col
 struct baton__select_state {
   baton__link_cost_t link[BATON__LINK_COUNT]; /* as rank 0 read them */
   double ranks_per_core; /* the most ranks of one host per core of rank 0's host */
-  int tcp;
+  int hosts;             /* groups of ranks that share memory */
+  int tcp, tcp_inside;   /* some link is TCP; ranks of one host talk over TCP */
   const char *net;       /* "shm", "tcp" or "shm+tcp", for the log */
   struct {
     double bytes;
@@ -301,7 +310,7 @@ static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_
   const baton__link_cost_t *c = &s->link[l];
   double p = s->ranks_per_core > 1 ? s->ranks_per_core : 1;
   return (baton__cost_t){.alpha = c->alpha + c->oversub * (p - 1), .beta = c->beta * p,
-                         .gamma = c->gamma * p, .segment = segment};
+                         .gamma = c->gamma * p, .segment = segment, .hosts = s->hosts};
 }
 
 /* The costs every rank uses: rank 0's file, rank 0's cores. */
@@ -362,6 +371,8 @@ int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
     hosts += comm->group[r] == r;
   }
   int tcp_only = strcmp(comm->params.transport, "tcp") == 0;
+  s->hosts = hosts;
+  s->tcp_inside = tcp_only && hostmax > 1;
   s->tcp = comm->size > 1 && (hosts > 1 || tcp_only);
   s->net = !s->tcp ? "shm" : hosts > 1 && hostmax > 1 && !tcp_only ? "shm+tcp" : "tcp";
   int rc = share_costs(comm, s, hostmax, err, errlen);
@@ -413,13 +424,14 @@ static void log_choice(baton_comm_t *comm, baton__coll_t coll, double bytes,
 static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                    size_t elsize, double bytes) {
   struct baton__select_state *s = comm->select;
-  baton__select_in_t in = {.size = comm->size, .tcp = s->tcp,
+  baton__select_in_t in = {.size = comm->size, .tcp = s->tcp, .tcp_inside = s->tcp_inside,
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
                            .scratch_bytes = comm->params.scratch_bytes,
                            .forced = comm->forced[coll]};
   in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes);
   in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
                       (double)comm->stream_slot_bytes);
+  in.local = link_cost(s, BATON__LINK_PAIR, (double)comm->stream_slot_bytes);
   in.ring_piece = baton__select_piece(comm, 1);
   in.pair_piece = baton__select_piece(comm, 0);
   baton__cand_t cands[16];
