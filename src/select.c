@@ -201,6 +201,8 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
     return "flat needs every rank on one host and at most BATON_FLAT_BYTES per rank";
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
     return "it needs more scratch memory than BATON_SCRATCH_BYTES";
+  if (strcmp(algo->name, "hier") == 0 && (in->hosts < 2 || in->hostmax < 2))
+    return "hier needs ranks on several hosts and more than one rank on some host";
   return NULL;
 }
 
@@ -294,7 +296,7 @@ const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__col
 struct baton__select_state {
   baton__link_cost_t link[BATON__LINK_COUNT]; /* as rank 0 read them */
   double ranks_per_core; /* the most ranks of one host per core of rank 0's host */
-  int hosts;             /* groups of ranks that share memory */
+  int hosts, hostmax;    /* hosts (groups that share memory), and the most ranks on one */
   int tcp, tcp_inside;   /* some link is TCP; ranks of one host talk over TCP */
   const char *net;       /* "shm", "tcp" or "shm+tcp", for the log */
   struct {
@@ -371,7 +373,7 @@ int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
     hosts += comm->group[r] == r;
   }
   int tcp_only = strcmp(comm->params.transport, "tcp") == 0;
-  s->hosts = hosts;
+  s->hosts = hosts, s->hostmax = hostmax;
   s->tcp_inside = tcp_only && hostmax > 1;
   s->tcp = comm->size > 1 && (hosts > 1 || tcp_only);
   s->net = !s->tcp ? "shm" : hosts > 1 && hostmax > 1 && !tcp_only ? "shm+tcp" : "tcp";
@@ -427,7 +429,8 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
   baton__select_in_t in = {.size = comm->size, .tcp = s->tcp, .tcp_inside = s->tcp_inside,
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
                            .scratch_bytes = comm->params.scratch_bytes,
-                           .forced = comm->forced[coll]};
+                           .forced = comm->forced[coll], .hosts = s->hosts,
+                           .hostmax = s->hostmax};
   in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes);
   in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
                       (double)comm->stream_slot_bytes);

@@ -60,6 +60,7 @@ typedef struct {
   baton__cost_t local;  /* shared memory between two ranks of a host (hier's fold) */
   double ring_piece, pair_piece; /* bytes of a chunk one round moves (exec.c) */
   const baton__algo_t *forced; /* BATON_ALGO for this collective, or NULL */
+  int hosts, hostmax;   /* hosts, and the most ranks on one (hier) */
 } baton__select_in_t;
 
 /* A candidate and its predicted seconds. */

@@ -101,25 +101,68 @@ void baton__trace_step_begin(baton__trace_t *t, int i) {
 
 void baton__trace_step_end(baton__trace_t *t, int i) { t->t1[i] = baton__now(); }
 
-static size_t chunk_bytes(const baton__trace_call_t *c, int chunk) {
+/* Bytes of the run of n chunks from `chunk` on (modulo the number of
+ * chunks, as schedule.h says), or of the whole buffer. */
+static size_t run_bytes(const baton__trace_t *t, const baton__trace_call_t *c, int chunk,
+                        int n) {
+  size_t elems = 0;
   if (chunk == BATON__ALL_CHUNKS)
     return c->count * c->elsize;
-  return c->len[chunk] * c->elsize;
+  if (chunk < 0)
+    return 0;
+  for (int i = 0; i < n; i++)
+    elems += c->len[(chunk + i) % t->size];
+  return elems * c->elsize;
+}
+
+static const char *from_name(int from) { return from == BATON__FROM_WORK ? "work" : "input"; }
+
+/* Where a step's send takes its bytes: what the previous step received
+ * and forwards, or the step's own send_from. */
+static const char *send_source(const baton__step_t *st, int fed) {
+  if (st->send_peer < 0)
+    return st->send_keep ? "input" : "none";
+  return fed ? "received" : from_name(st->send_from);
+}
+
+/* The v-variants' count of every rank, as "counts":"3,5,7", (the
+ * drawing needs them; the others' chunks follow from count). */
+static void write_counts(baton__trace_t *t, const baton__trace_call_t *c) {
+  if (c->coll != BATON__COLL_ALLGATHERV && c->coll != BATON__COLL_REDUCE_SCATTERV)
+    return;
+  fputs("\"counts\":\"", t->f);
+  for (int r = 0; r < t->size; r++)
+    fprintf(t->f, "%s%zu", r ? "," : "", c->len[r]);
+  fputs("\",", t->f);
 }
 
 static void write_line(baton__trace_t *t, const baton__trace_call_t *c, const char *algo,
-                       const baton__step_t *st, size_t bytes, int i) {
+                       const baton__step_t *st, int fed, size_t flat_bytes, int i) {
   static const char *const ops[] = {"copy", "reduce"};
+  int sends = st->send_peer >= 0, recvs = st->recv_peer >= 0;
+  int local = !sends && st->send_keep; /* a copy from INPUT to WORK on this rank */
+  size_t sb = sends || local ? run_bytes(t, c, st->send_chunk, st->send_n) : 0;
+  size_t rb = recvs ? run_bytes(t, c, st->recv_chunk, st->recv_n) : 0;
+  size_t bytes = !c->sched ? flat_bytes : sends || local ? sb : rb;
   fprintf(t->f,
           "{\"rank\":%d,\"size\":%d,\"seq\":%llu,\"coll\":\"%s\",\"algo\":\"%s\","
-          "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,\"phase\":\"%s\",\"step\":%d,"
-          "\"send_to\":%d,\"send_chunk\":%d,\"recv_from\":%d,\"recv_chunk\":%d,"
-          "\"op\":\"%s\",\"bytes\":%zu,\"t_start_us\":%.3f,\"t_end_us\":%.3f,\"rc\":%d}\n",
-          t->rank, t->size, (unsigned long long)c->seq, baton__coll_name(c->coll), algo,
-          c->dtype, c->count, c->root, baton__phase_name((baton__phase_t)st->phase), st->step,
-          st->send_peer, st->send_peer >= 0 ? st->send_chunk : -1, st->recv_peer,
-          st->recv_peer >= 0 ? st->recv_chunk : -1,
-          st->recv_peer < 0 ? "none" : ops[st->recv_op & 1], bytes,
+          "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,\"host\":%d,", t->rank, t->size,
+          (unsigned long long)c->seq, baton__coll_name(c->coll), algo, c->dtype, c->count,
+          c->root, c->sched && c->sched->host ? c->sched->host[t->rank] : t->rank);
+  write_counts(t, c);
+  fprintf(t->f,
+          "\"phase\":\"%s\",\"step\":%d,"
+          "\"send_to\":%d,\"send_chunk\":%d,\"send_n\":%d,\"send_from\":\"%s\","
+          "\"send_bytes\":%zu,\"local_copy\":%d,"
+          "\"recv_from\":%d,\"recv_chunk\":%d,\"recv_n\":%d,\"op\":\"%s\","
+          "\"recv_with\":\"%s\",\"recv_bytes\":%zu,\"keep\":%d,\"forward\":%d,"
+          "\"finish\":%d,\"bytes\":%zu,\"t_start_us\":%.3f,\"t_end_us\":%.3f,\"rc\":%d}\n",
+          baton__phase_name((baton__phase_t)st->phase), st->step,
+          st->send_peer, sends || local ? st->send_chunk : -1, sends || local ? st->send_n : 0,
+          send_source(st, fed), sb, local, st->recv_peer, recvs ? st->recv_chunk : -1,
+          recvs ? st->recv_n : 0, recvs ? ops[st->recv_op & 1] : "none",
+          recvs && st->recv_op == BATON__RECV_REDUCE ? from_name(st->recv_with) : "none", rb,
+          recvs && (st->keep || !st->forward), recvs && st->forward, recvs && st->finish, bytes,
           t->t0[i] < 0 ? -1.0 : t->t0[i] * 1e6, t->t1[i] < 0 ? -1.0 : t->t1[i] * 1e6, c->rc);
 }
 
@@ -127,13 +170,11 @@ void baton__trace_end(baton__trace_t *t, const baton__trace_call_t *c) {
   if (!c->sched) {
     /* flat.c: one step; the peers are every rank, through the mailboxes. */
     baton__step_t st = {.phase = BATON__PHASE_FLAT, .send_peer = -1, .recv_peer = -1};
-    write_line(t, c, "flat", &st, c->flat_bytes, 0);
+    write_line(t, c, "flat", &st, 0, c->flat_bytes, 0);
   } else {
     for (int i = 0; i < c->sched->nsteps && i < t->cap; i++) {
       const baton__step_t *st = &c->sched->steps[i];
-      size_t bytes = st->send_peer >= 0 ? chunk_bytes(c, st->send_chunk)
-                                        : chunk_bytes(c, st->recv_chunk);
-      write_line(t, c, c->sched->algo, st, bytes, i);
+      write_line(t, c, c->sched->algo, st, i > 0 && c->sched->steps[i - 1].forward, 0, i);
     }
   }
   fflush(t->f);

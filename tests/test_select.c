@@ -75,7 +75,8 @@ static void check_argmin(const baton__select_in_t *in, baton__coll_t coll, doubl
   for (int i = 0; i < na; i++) {
     if (!(all[i].colls & (1u << coll)) ||
         (strcmp(all[i].name, "flat") == 0 && !in->flat_fits) ||
-        baton__algo_scratch(&all[i], coll, bytes) > (double)in->scratch_bytes)
+        baton__algo_scratch(&all[i], coll, bytes) > (double)in->scratch_bytes ||
+        (strcmp(all[i].name, "hier") == 0 && (in->hosts < 2 || in->hostmax < 2)))
       continue;
     fits++;
     double t = priced(in, &all[i], coll, bytes);
@@ -112,6 +113,7 @@ static void test_argmin(void) {
           /* Two hosts of N/2 ranks: hier's fold through shared memory, or
            * through TCP when BATON_TRANSPORT=tcp. */
           tcp.ring.hosts = tcp.pair.hosts = 2;
+          tcp.hosts = 2, tcp.hostmax = sizes[s] / 2;
           tcp.local = shm.pair;
           check_argmin(&tcp, colls[k], bytes);
           tcp.tcp_inside = 1;
@@ -154,6 +156,7 @@ static void test_hier(void) {
   in.pair = in.ring; /* over TCP every algorithm pays TCP's costs */
   in.pair.segment = 64 << 10;
   in.ring.hosts = in.pair.hosts = 2;
+  in.hosts = in.hostmax = 2;
   in.local = costs(4, 0.5e-6, 0.1e-9, 0).pair;
   const baton__algo_t *got = baton__select_rank(&in, BATON__COLL_ALLREDUCE, 2 << 20, c, 16, &n,
                                                 why, sizeof why);

@@ -2,26 +2,32 @@
  * test_trace.c - BATON_TRACE under baton-run: the lines a run writes.
  *
  *   BATON_TRACE=DIR/trace.%r baton-run -n 4 build/tests/test_trace
+ *   BATON_ALGO=rhd BATON_TRACE=... baton-run -n 5 build/tests/test_trace
  *
- * Each rank makes a ring allreduce of an uneven count, a ring
- * reduce-scatter, a ring allgather, a chain broadcast from rank 1, a small
- * (flat) allreduce and a barrier,
+ * Each rank makes an allreduce of an uneven count, a reduce-scatter, an
+ * allgather, a broadcast from rank 1, a small allreduce and a barrier,
  * then reads its own trace file back. Every line must be one flat JSON
  * object, checked by a strict parser written here, with the fields of
- * docs/trace.md; each ring collective must have N-1 steps per phase, each
- * sending chunk to rank+1 and receiving from rank-1 as the textbook ring
- * does, with the bytes of the chunk and times that do not go backwards;
- * the broadcast the chain's receive and send; the flat call one step; the
- * barrier none. Prints "N passed, M failed".
+ * docs/trace.md. Whatever algorithm ran (the line's "algo", forced or
+ * chosen), its lines must be the steps of the schedule the library builds
+ * for that call, one for one: peers, runs of chunks (send_chunk + send_n,
+ * recv_chunk + recv_n), where the send comes from, what the receive does,
+ * and the bytes of every message, which this test computes from its own
+ * statement of each collective's chunks (not from the library's layout).
+ * Times do not go backwards. Where the ring ran, its lines are also
+ * checked against the textbook ring (N-1 steps per phase, chunk r-s-1 to
+ * r+1, ...) and the broadcast against the chain; a flat call writes one
+ * line, the barrier none. Prints "N passed, M failed".
  */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "common.h"
 
-#define MAX_FIELDS 32
+#define MAX_FIELDS 48
 
 typedef struct {
   char key[MAX_FIELDS][32];
@@ -156,6 +162,104 @@ static void check_ring(tally_t *t, const call_t *c, obj_t *l, int n) {
   }
 }
 
+/* Elements of chunk c, from the collective's definition (schedule.h):
+ * allreduce cuts the buffer into N chunks, the first count % N one longer;
+ * reduce-scatter and allgather have a block of `count` per rank; broadcast
+ * has one chunk, the root's. */
+static size_t chunk_elems(const char *coll, size_t count, int n, int root, int c) {
+  if (!strcmp(coll, "allreduce"))
+    return count / (size_t)n + ((size_t)c < count % (size_t)n);
+  if (!strcmp(coll, "broadcast") || !strcmp(coll, "reduce"))
+    return c == root ? count : 0;
+  return count;
+}
+
+static size_t run_elems(const char *coll, size_t count, int n, int root, int first, int len) {
+  size_t e = 0;
+  for (int i = 0; i < len && first >= 0; i++)
+    e += chunk_elems(coll, count, n, root, (first + i) % n);
+  return e;
+}
+
+static int is(const obj_t *o, const char *key, const char *want) {
+  const char *v = get(o, key, 1);
+  return v && !strcmp(v, want);
+}
+
+/* The lines of one call against the schedule the library builds for it on
+ * this communicator: one line per step, field for field. Ranks have
+ * different numbers of steps, so this records a fixed three checks (the
+ * count of lines, their fields, their times) whatever the lines. */
+static void check_schedule(tally_t *t, const char *coll, size_t count, int root, obj_t *l,
+                           int n) {
+  const char *algo = n ? get(&l[0], "algo", 1) : NULL;
+  if (!algo || !strcmp(algo, "flat"))
+    algo = "flat"; /* one line for the whole call, checked by the caller */
+  const baton__algo_t *a = baton__algo_find(algo);
+  baton__sched_t s = {.steps = calloc((size_t)baton__max_steps(t->size), sizeof *s.steps),
+                      .host = t->comm->sched.host};
+  int fields_ok = 1, times_ok = 1, flat = !strcmp(algo, "flat");
+  int built = !flat && a && s.steps &&
+              baton__schedule_on(&s, baton__coll_find(coll), a, t->rank, t->size, count,
+                                 root, t->comm->order) == 0;
+  if (!tally_record(t, flat || (built && s.nsteps == n)))
+    tally_say(t, "%s by %s: %d lines, the schedule has %d steps", coll, algo, n,
+              built ? s.nsteps : -1);
+  for (int i = 0; built && i < n && i < s.nsteps; i++) {
+    const baton__step_t *st = &s.steps[i];
+    int sends = st->send_peer >= 0, local = !sends && st->send_keep, recvs = st->recv_peer >= 0;
+    int fed = i > 0 && s.steps[i - 1].forward;
+    size_t sb = sends || local ? run_elems(coll, count, t->size, root, st->send_chunk,
+                                           st->send_n) * sizeof(float) : 0;
+    size_t rb = recvs ? run_elems(coll, count, t->size, root, st->recv_chunk, st->recv_n) *
+                            sizeof(float) : 0;
+    const char *from = !sends ? (local ? "input" : "none")
+                       : fed  ? "received"
+                       : st->send_from == BATON__FROM_WORK ? "work" : "input";
+    const char *with = !recvs || st->recv_op != BATON__RECV_REDUCE ? "none"
+                       : st->recv_with == BATON__FROM_WORK ? "work" : "input";
+    const obj_t *o = &l[i];
+    int ok = is(o, "phase", baton__phase_name((baton__phase_t)st->phase)) &&
+             num(o, "step") == st->step && num(o, "send_to") == st->send_peer &&
+             num(o, "send_chunk") == (sends || local ? st->send_chunk : -1) &&
+             num(o, "send_n") == (sends || local ? st->send_n : 0) &&
+             is(o, "send_from", from) && num(o, "local_copy") == local &&
+             num(o, "send_bytes") == (double)sb && num(o, "recv_from") == st->recv_peer &&
+             num(o, "recv_chunk") == (recvs ? st->recv_chunk : -1) &&
+             num(o, "recv_n") == (recvs ? st->recv_n : 0) &&
+             is(o, "op", !recvs ? "none" : st->recv_op == BATON__RECV_REDUCE ? "reduce" : "copy") &&
+             is(o, "recv_with", with) && num(o, "recv_bytes") == (double)rb &&
+             num(o, "bytes") == (double)(sends || local ? sb : rb) &&
+             num(o, "forward") == (recvs && st->forward) &&
+             num(o, "keep") == (recvs && (st->keep || !st->forward)) &&
+             num(o, "finish") == (recvs && st->finish) && num(o, "rc") == 0;
+    if (!ok && fields_ok)
+      tally_say(t, "%s by %s line %d: %s step %g send c%g+%g to %g from %s (%g B), recv "
+                "c%g+%g from %g (%g B); the schedule says %s step %d send c%d+%d to %d from %s "
+                "(%zu B), recv c%d+%d from %d (%zu B)", coll, algo, i,
+                get(o, "phase", 1) ? get(o, "phase", 1) : "?", num(o, "step"),
+                num(o, "send_chunk"), num(o, "send_n"), num(o, "send_to"),
+                get(o, "send_from", 1) ? get(o, "send_from", 1) : "?", num(o, "send_bytes"),
+                num(o, "recv_chunk"), num(o, "recv_n"), num(o, "recv_from"),
+                num(o, "recv_bytes"), baton__phase_name((baton__phase_t)st->phase), st->step,
+                st->send_chunk, st->send_n, st->send_peer, from, sb, st->recv_chunk,
+                st->recv_n, st->recv_peer, rb);
+    fields_ok &= ok;
+    double t0 = num(o, "t_start_us"), t1 = num(o, "t_end_us");
+    ok = t0 > 0 && t1 >= t0 && (i == 0 || t0 >= num(&l[i - 1], "t_start_us"));
+    if (!ok && times_ok)
+      tally_say(t, "%s by %s line %d: times %.3f..%.3f us (previous step started at %.3f)",
+                coll, algo, i, t0, t1, i ? num(&l[i - 1], "t_start_us") : 0.0);
+    times_ok &= ok;
+  }
+  tally_record(t, fields_ok);
+  tally_record(t, times_ok);
+  free(s.steps);
+}
+
+/* Did `algo` run the call whose lines these are? */
+static int ran(const obj_t *l, int n, const char *algo) { return n > 0 && is(&l[0], "algo", algo); }
+
 static void run_calls(tally_t *t, size_t ar_count, size_t block) {
   float *in = calloc(ar_count + block * (size_t)t->size, sizeof *in);
   float *out = calloc(ar_count + block * (size_t)t->size, sizeof *out);
@@ -199,10 +303,13 @@ int main(void) {
         tally_say(&t, "%s: not a flat JSON object: %s", path, line);
       continue;
     }
-    static const char *const strs[] = {"coll", "algo", "dtype", "phase", "op"};
+    static const char *const strs[] = {"coll", "algo", "dtype", "phase", "op", "send_from",
+                                       "recv_with"};
     static const char *const nums[] = {"rank", "size", "seq", "count", "root", "step", "send_to",
-                                       "send_chunk", "recv_from", "recv_chunk", "bytes",
-                                       "t_start_us", "t_end_us", "rc"};
+                                       "host", "send_chunk", "send_n", "send_bytes", "local_copy",
+                                       "recv_from", "recv_chunk", "recv_n", "recv_bytes", "keep",
+                                       "forward", "finish", "bytes", "t_start_us", "t_end_us",
+                                       "rc"};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
       if (!get(&o, strs[i], 1) && bad++ < 3)
         tally_say(&t, "%s: no string \"%s\" in %s", path, strs[i], line);
@@ -225,18 +332,32 @@ int main(void) {
     ar.chunk[c] = ar_count / (size_t)t.size + ((size_t)c < ar_count % (size_t)t.size);
     rs.chunk[c] = ag.chunk[c] = block;
   }
-  check_ring(&t, &ar, lines[0], nlines[1]);
-  check_ring(&t, &rs, lines[1], nlines[2]);
-  check_ring(&t, &ag, lines[2], nlines[3]);
-  check_chain(&t, lines[3], nlines[4], BCAST_ROOT % t.size, ar_count);
-  /* The small allreduce: one flat step (none at all on one rank). */
+  /* Every call against the library's schedule, whatever ran it. */
+  int root = BCAST_ROOT % t.size;
+  check_schedule(&t, "allreduce", ar_count, 0, lines[0], nlines[1]);
+  check_schedule(&t, "reduce_scatter", block, 0, lines[1], nlines[2]);
+  check_schedule(&t, "allgather", block, 0, lines[2], nlines[3]);
+  check_schedule(&t, "broadcast", ar_count, root, lines[3], nlines[4]);
+  check_schedule(&t, "allreduce", 3, 0, lines[4], nlines[5]);
+  /* Where the ring ran, against the textbook too. */
+  if (ran(lines[0], nlines[1], "ring"))
+    check_ring(&t, &ar, lines[0], nlines[1]);
+  if (ran(lines[1], nlines[2], "ring"))
+    check_ring(&t, &rs, lines[1], nlines[2]);
+  if (ran(lines[2], nlines[3], "ring"))
+    check_ring(&t, &ag, lines[2], nlines[3]);
+  if (ran(lines[3], nlines[4], "ring"))
+    check_chain(&t, lines[3], nlines[4], root, ar_count);
+  /* Every call but the barrier wrote lines (none at all on one rank). */
+  for (int i = 1; i <= 5; i++)
+    if (!tally_record(&t, (nlines[i] > 0) == (t.size > 1)))
+      tally_say(&t, "call %d wrote %d lines on %d ranks", i, nlines[i], t.size);
+  /* The small allreduce, where flat ran it: one line for the whole call. */
   const char *algo = nlines[5] ? get(&lines[4][0], "algo", 1) : NULL;
-  int flat_ok = t.size == 1 ? nlines[5] == 0
-                            : nlines[5] == 1 && algo && !strcmp(algo, "flat") &&
-                                  num(&lines[4][0], "send_to") == -1 &&
-                                  num(&lines[4][0], "root") == -1 &&
-                                  num(&lines[4][0], "bytes") == 3 * sizeof(float);
-  if (!tally_record(&t, flat_ok))
+  if (ran(lines[4], nlines[5], "flat") &&
+      !tally_record(&t, nlines[5] == 1 && num(&lines[4][0], "send_to") == -1 &&
+                            num(&lines[4][0], "root") == -1 &&
+                            num(&lines[4][0], "bytes") == 3 * sizeof(float)))
     tally_say(&t, "small allreduce: %d lines (algo %s), want one flat step", nlines[5],
               algo ? algo : "-");
   if (!tally_record(&t, nlines[6] == 0))

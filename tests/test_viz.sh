@@ -2,14 +2,23 @@
 # tests/test_viz.sh - baton-viz and baton-model, as a user runs them.
 #
 #  - Every collective and algorithm the library has (baton-viz --list) at
-#    N = 1, 2, 3, 4, 5, 7, 8, 16, with equal and uneven counts: the SVG and
-#    the HTML page are well-formed XML (xmllint --noout).
+#    N = 1..8 and 16, with equal and uneven counts, every root of a rooted
+#    collective at N = 5: baton-viz simulates the schedule (what every
+#    rank's INPUT and WORK hold after each step) and exits 0 only when the
+#    result is what the collective promises, which the last panel says; the
+#    SVG and the HTML page are well-formed XML (xmllint --noout).
+#  - An algorithm asked for a collective it does not serve is refused with
+#    a message that names the ones that do.
+#  - The tree layout puts the root on top and every other rank below a rank
+#    it talks to.
+#  - rhd at N = 5 (where it has been merged) draws its fold and unfold.
 #  - The ring at N = 4 draws exactly N-1 panels per phase, N arrows in each,
 #    labelled with the chunks of the textbook ring: receiving rank r gets
 #    chunk r-s-2 (reduce-scatter step s) or r-s-1 (allgather step s) mod N.
-#  - A traced 4-rank run (test_trace under baton-run with BATON_TRACE)
-#    renders with --trace, well-formed, to the same panels and labels as the
-#    schedule drawn offline for the same call.
+#  - A traced 4-rank run (test_trace under baton-run with BATON_TRACE), and
+#    one per algorithm forced with BATON_ALGO at N = 5, renders with
+#    --trace, well-formed, to the same panels and labels as the schedule
+#    drawn offline for the same call.
 #  - Bad input to either tool is a clear error (exit 2), not a crash.
 # Needs xmllint (Debian: libxml2-utils).
 set -u
@@ -30,18 +39,59 @@ if ! command -v xmllint >/dev/null; then
   exit 1
 fi
 
-# Well-formed, for everything the library can draw.
+# bad WORD CMD...: CMD fails with status 2 and a message that says WORD.
+bad() { # bad WORD CMD...: fails with status 2 and says WORD
+  "${@:2}" >"$tmp/out" 2>&1
+  local rc=$?
+  if [ $rc = 2 ] && grep -q -- "$1" "$tmp/out"; then ok; else
+    fail "'${*:2}' gave status $rc and: $(head -2 "$tmp/out")"
+  fi
+}
+
+# Drawn, well-formed and as promised, for everything the library can draw.
+promised() { grep -q "class='ttl'[^>]*>result: what $1 promises<" "$2"; }
+rooted() { case $1 in broadcast|reduce|gather|scatter) return 0;; esac; return 1; }
 while read -r coll algo; do
-  for n in 1 2 3 4 5 7 8 16; do
+  for n in 1 2 3 4 5 6 7 8 16; do
     for count in "" 103; do
       out=$tmp/$coll-$algo-$n-${count:-0}
       if "$VIZ" -c "$coll" -a "$algo" -n "$n" ${count:+--count $count} -o "$out.svg" 2>"$out.err" &&
-         xmllint --noout "$out.svg" 2>>"$out.err"; then ok; else fail "$coll $algo n=$n count=${count:-none} SVG: $(head -3 "$out.err")"; fi
+         xmllint --noout "$out.svg" 2>>"$out.err" && promised "$coll" "$out.svg"; then ok; else
+        fail "$coll $algo n=$n count=${count:-none}: $(head -3 "$out.err")"
+      fi
     done
   done
+  if rooted "$coll"; then
+    for root in 1 2 3 4; do
+      out=$tmp/$coll-$algo-root$root
+      if "$VIZ" -c "$coll" -a "$algo" -n 5 --root $root -o "$out.svg" 2>"$out.err" &&
+         promised "$coll" "$out.svg"; then ok; else fail "$coll $algo n=5 root $root: $(head -3 "$out.err")"; fi
+    done
+  fi
   check "$coll $algo page" sh -c "'$VIZ' -c $coll -a $algo -n 5 -o '$tmp/p.html' && xmllint --noout '$tmp/p.html'"
 done < <("$VIZ" --list)
-check "the tree layout" sh -c "'$VIZ' -c allreduce -n 6 --layout tree -o '$tmp/t.svg' && xmllint --noout '$tmp/t.svg'"
+
+# Ranks on hosts (what hier reads; the others ignore it): 2 hosts of 3 and 2.
+for algo in $("$VIZ" --list | awk '$1 == "allreduce" {print $2}'); do
+  out=$tmp/hosts-$algo
+  if "$VIZ" -c allreduce -a "$algo" -n 5 --hosts 0,0,0,1,1 -o "$out.svg" 2>"$out.err" &&
+     promised allreduce "$out.svg"; then ok; else fail "allreduce $algo on hosts 0,0,0,1,1: $(head -3 "$out.err")"; fi
+done
+bad "--hosts" "$VIZ" -c allreduce -n 3 --hosts 0,1
+
+# The tree layout: the root (rank 2) on top, alone; every other rank's box
+# lower down. Rank q's box is the rect just before its "rank q" label.
+node_y() { grep -o "y='[0-9.]*' class='rk'>rank $2<" "$1" | head -1 | sed "s/y='\([0-9.]*\)'.*/\1/"; }
+for algo in ring $("$VIZ" --list | awk '$1 == "broadcast" && $2 != "ring" && $2 != "flat" {print $2}'); do
+  "$VIZ" -c broadcast -a "$algo" -n 7 --root 2 --layout tree -o "$tmp/tree.svg" 2>"$tmp/err"
+  top=$(node_y "$tmp/tree.svg" 2)
+  below=1
+  for q in 0 1 3 4 5 6; do
+    y=$(node_y "$tmp/tree.svg" $q)
+    awk -v a="$y" -v b="$top" 'BEGIN { exit !(a > b) }' || below=0
+  done
+  check "tree layout of $algo broadcast from 2: the root above every other rank" test "$below" = 1
+done
 
 # What a drawing says: its panel titles, then its arrow labels, in order.
 content() {
@@ -58,7 +108,7 @@ for coll in allreduce reduce_scatter allgather; do
     [ "$coll" = reduce_scatter ] && [ $phase = allgather ] && continue
     for s in 0 1 2; do want+="$phase step $s"$'\n'; done
   done
-  want+="result"$'\n'
+  want+="result: what $coll promises"$'\n'
   for phase in reduce_scatter allgather; do
     [ "$coll" = allgather ] && [ $phase = reduce_scatter ] && continue
     [ "$coll" = reduce_scatter ] && [ $phase = allgather ] && continue
@@ -74,39 +124,49 @@ for coll in allreduce reduce_scatter allgather; do
   fi
 done
 
-# A real 4-rank run, traced, drawn with --trace: the same picture.
-if BATON_TRACE="$tmp/trace.%r" "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_trace" >"$tmp/run.log" 2>&1; then
-  ok
-  i=0
-  # test_trace's calls, in order: collective, count, algorithm, root.
-  for call in "allreduce 50003 ring 0" "reduce_scatter 20001 ring 0" "allgather 20001 ring 0" \
-              "broadcast 50003 ring 1" "allreduce 3 flat 0"; do
-    i=$((i + 1))
-    set -- $call
-    if "$VIZ" --trace "$tmp/trace.%r" --seq $i -o "$tmp/traced$i.svg" 2>"$tmp/err" &&
-       xmllint --noout "$tmp/traced$i.svg"; then ok; else fail "--trace seq $i: $(cat "$tmp/err")"; fi
-    "$VIZ" -c "$1" -a "$3" -n 4 --count "$2" --root "$4" -o "$tmp/offline$i.svg"
-    check "--trace seq $i ($1 $3) draws what the schedule draws" \
-      test "$(content "$tmp/traced$i.svg")" = "$(content "$tmp/offline$i.svg")"
-    check "--trace seq $i shows step times" grep -q "slowest: rank" "$tmp/traced$i.svg"
+# Real runs, traced, drawn with --trace: the same picture as the schedule
+# drawn offline for the same call (what ran is read from the trace).
+# test_trace makes 5 calls and a barrier; every one of its checks passes.
+jfield() { grep -o "\"$2\":\"*[^,\"]*" <<<"$1" | head -1 | sed 's/.*[:"]//'; }
+traced() { # traced N LABEL [ENV...]
+  local n=$1 label=$2 dir=$tmp/$2
+  shift 2
+  mkdir -p "$dir"
+  if env "$@" BATON_TRACE="$dir/trace.%r" "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_trace" \
+       >"$dir/run.log" 2>&1; then ok; else fail "traced run $label: $(tail -5 "$dir/run.log")"; return; fi
+  for i in 1 2 3 4 5; do
+    local line
+    line=$(grep -m1 "\"seq\":$i," "$dir/trace.0")
+    local coll algo count root
+    coll=$(jfield "$line" coll) algo=$(jfield "$line" algo) count=$(jfield "$line" count)
+    root=$(jfield "$line" root)
+    [ "$root" = -1 ] && root=0
+    if "$VIZ" --trace "$dir/trace.%r" --seq $i -o "$dir/traced$i.svg" 2>"$dir/err" &&
+       xmllint --noout "$dir/traced$i.svg"; then ok; else fail "$label --trace seq $i: $(cat "$dir/err")"; fi
+    local hosts="" counts
+    for ((r = 0; r < n; r++)); do hosts+="${hosts:+,}$(jfield "$(head -1 "$dir/trace.$r")" host)"; done
+    counts=$(grep -o '"counts":"[^"]*' <<<"$line" | sed 's/.*"//')
+    if [ -n "$counts" ]; then count=""; fi
+    "$VIZ" -c "$coll" -a "$algo" -n "$n" ${count:+--count $count} ${counts:+--counts $counts} \
+      --root "$root" --hosts "$hosts" -o "$dir/offline$i.svg"
+    check "$label --trace seq $i ($coll $algo) draws what the schedule draws" \
+      test "$(content "$dir/traced$i.svg")" = "$(content "$dir/offline$i.svg")"
+    check "$label --trace seq $i shows step times" grep -q "slowest: rank" "$dir/traced$i.svg"
   done
-  check "--trace page" sh -c "'$VIZ' --trace '$tmp/trace.%r' -o '$tmp/traced.html' && xmllint --noout '$tmp/traced.html'"
-else
-  fail "traced run: $(tail -5 "$tmp/run.log")"
-fi
-
-# Bad input: exit 2 and a message that names what was wrong.
-bad() { # bad WORD CMD...: fails with status 2 and says WORD
-  "${@:2}" >"$tmp/out" 2>&1
-  local rc=$?
-  if [ $rc = 2 ] && grep -q -- "$1" "$tmp/out"; then ok; else
-    fail "'${*:2}' gave status $rc and: $(head -2 "$tmp/out")"
-  fi
+  check "$label --trace page" sh -c "'$VIZ' --trace '$dir/trace.%r' -o '$dir/traced.html' && xmllint --noout '$dir/traced.html'"
 }
+traced 4 default
+for algo in $("$VIZ" --list | awk '$2 != "ring" && $2 != "flat" {print $2}' | sort -u); do
+  traced 5 "$algo" BATON_ALGO="$algo"
+done
+
+# Bad input to either tool: exit 2 and a message that names what was wrong.
 bad "nonesuch" "$VIZ" -c nonesuch -n 4
 bad "-n" "$VIZ" -c allreduce -n 0
 bad "-n" "$VIZ" -c allreduce -n 65
 bad "zzz" "$VIZ" -c allreduce -a zzz -n 4
+bad "flat does not serve reduce; the algorithms that do: ring" "$VIZ" -c reduce -a flat -n 4
+bad "nothing to draw" "$VIZ" -c barrier -n 4
 bad "nothere" "$VIZ" --trace "$tmp/nothere.%r"
 echo '{"seq":1,"rank":0' >"$tmp/broken.0"
 bad "broken.0" "$VIZ" --trace "$tmp/broken.%r"

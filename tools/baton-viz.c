@@ -32,27 +32,13 @@
 
 #include "schedule.h"
 
-#define MAX_N 64 /* a contribution set is one uint64_t */
+#include "viz_sim.h"
 
 typedef struct {
-  int from, to, chunk, op;
-} xfer_t;
-
-typedef struct {
-  int phase, step; /* phase -1: the result */
-  xfer_t *x;
-  int nx;
-  uint64_t *held; /* [rank * n + chunk], before the step */
-  double t0[MAX_N], t1[MAX_N]; /* trace: seconds from the start, < 0 if none */
-} panel_t;
-
-typedef struct {
-  baton__coll_t coll;
-  const baton__algo_t *algo;
-  int n, tree, html, root;
-  size_t count; /* 0: not given, chunks drawn equal */
-  panel_t *p;
-  int np;
+  sim_t s; /* the collective, the algorithm and the simulated panels */
+  int tree, html;
+  size_t counts[MAX_N]; /* the v-variants' count per rank, when given */
+  int has_counts;
   /* the trace, when drawing one */
   const char *trace;
   unsigned long long seq;
@@ -73,113 +59,46 @@ static void die(const char *fmt, ...) {
   exit(2);
 }
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p)
-    die("out of memory");
-  return p;
-}
+static void *xcalloc(size_t n, size_t size) { return sim_alloc(n, size); }
 
-/* ------------------------------------------------------------ the steps */
+static int reduces(const viz_t *v) { return sim_reduces(v->s.coll); }
 
-static int reduces(const viz_t *v) {
-  return v->coll == BATON__COLL_ALLREDUCE || v->coll == BATON__COLL_REDUCE_SCATTER;
-}
+static int drawn(const viz_t *v, int c) { return sim_drawn(&v->s, c); }
 
-/* The contributions chunk c holds when it is complete. */
-static uint64_t need(const viz_t *v, int c) {
-  uint64_t all = v->n == 64 ? ~0ull : (1ull << v->n) - 1;
-  return reduces(v) ? all : 1ull << c;
-}
-
-/* Before the first step: every rank's input. Chunk c of a gather-like
- * collective is rank c's data; broadcast has only the root's chunk. */
-static void initial_state(const viz_t *v, uint64_t *held) {
-  for (int r = 0; r < v->n; r++)
-    for (int c = 0; c < v->n; c++)
-      held[r * v->n + c] = reduces(v) ? 1ull << r
-                           : c == r && (v->coll != BATON__COLL_BROADCAST || r == v->root)
-                               ? 1ull << r
-                               : 0;
-}
-
-/* Broadcast moves only the root's chunk; the others are not drawn. */
-static int drawn(const viz_t *v, int c) {
-  return v->coll != BATON__COLL_BROADCAST || c == v->root;
-}
-
-/* The transfers of one step, applied to every rank at once: what a rank
- * sends is what it held when the step began. */
-static void apply(const viz_t *v, const panel_t *p, uint64_t *held) {
-  for (int i = 0; i < p->nx; i++) {
-    const xfer_t *x = &p->x[i];
-    for (int c = 0; c < v->n; c++) {
-      if (x->chunk != BATON__ALL_CHUNKS && x->chunk != c)
-        continue;
-      uint64_t got = p->held[x->from * v->n + c];
-      uint64_t *dst = &held[x->to * v->n + c];
-      *dst = x->op == BATON__RECV_COPY ? got : *dst | got;
-    }
-  }
-}
-
-/* Steps are ordered by phase, in the order phases first appear, then by
- * step number. */
-static int key(const int *phase_pos, const baton__step_t *st) {
-  return phase_pos[st->phase] * 65536 + st->step;
-}
-
-static void build_panels(viz_t *v) {
-  int n = v->n, cap = v->algo->max_steps(n), phase_pos[256];
-  baton__sched_t *s = xcalloc((size_t)n, sizeof *s);
-  for (int i = 0; i < 256; i++)
-    phase_pos[i] = -1;
-  int nphases = 0, total = 0;
+/* "3,5,7": n numbers separated by commas, into out[]; returns their sum. */
+static size_t parse_list(int n, const char *list, const char *what, const char *unit,
+                         size_t *out) {
+  const char *p = list;
+  size_t sum = 0;
   for (int r = 0; r < n; r++) {
-    s[r].steps = xcalloc((size_t)cap, sizeof *s[r].steps);
-    if (baton__schedule_for(&s[r], v->coll, v->algo, r, n, v->count, v->root) != 0)
-      die("algorithm %s does not do %s", v->algo->name, baton__coll_name(v->coll));
-    for (int i = 0; i < s[r].nsteps; i++)
-      if (phase_pos[s[r].steps[i].phase] < 0)
-        phase_pos[s[r].steps[i].phase] = nphases++;
-    total += s[r].nsteps;
+    char *end;
+    unsigned long long x = strtoull(p, &end, 10);
+    if (end == p || *p == '-' || (r < n - 1 ? *end != ',' : *end != '\0'))
+      die("%s \"%s\": expected %d %s separated by commas", what, list, n, unit);
+    out[r] = (size_t)x;
+    sum += (size_t)x;
+    p = end + 1;
   }
-  v->p = xcalloc((size_t)total + 1, sizeof *v->p);
-  uint64_t *held = xcalloc((size_t)n * n, sizeof *held);
-  initial_state(v, held);
-  int *at = xcalloc((size_t)n, sizeof *at);
-  for (;;) {
-    int k = -1;
-    for (int r = 0; r < n; r++)
-      if (at[r] < s[r].nsteps && (k < 0 || key(phase_pos, &s[r].steps[at[r]]) < k))
-        k = key(phase_pos, &s[r].steps[at[r]]);
-    if (k < 0)
-      break;
-    panel_t *p = &v->p[v->np++];
-    p->x = xcalloc((size_t)total, sizeof *p->x);
-    p->held = xcalloc((size_t)n * n, sizeof *held);
-    memcpy(p->held, held, (size_t)n * n * sizeof *held);
-    for (int r = 0; r < n; r++)
-      p->t0[r] = p->t1[r] = -1;
-    for (int r = 0; r < n; r++)
-      for (; at[r] < s[r].nsteps && key(phase_pos, &s[r].steps[at[r]]) == k; at[r]++) {
-        const baton__step_t *st = &s[r].steps[at[r]];
-        p->phase = st->phase;
-        p->step = st->step;
-        if (st->recv_peer >= 0)
-          p->x[p->nx++] = (xfer_t){st->recv_peer, r, st->recv_chunk, st->recv_op};
-      }
-    apply(v, p, held);
+  return sum;
+}
+
+/* The count of every rank of a v-variant; their sum is the call's count,
+ * as the library passes it to the schedule. */
+static void parse_counts(viz_t *v, const char *list, const char *what) {
+  v->s.count = parse_list(v->s.n, list, what, "counts", v->counts);
+  v->has_counts = 1;
+}
+
+/* The host of every rank, numbered from 0 along the ring (hier). */
+static void parse_hosts(viz_t *v, const char *list) {
+  size_t h[MAX_N];
+  parse_list(v->s.n, list, "--hosts", "host numbers", h);
+  for (int r = 0; r < v->s.n; r++) {
+    if (h[r] >= (size_t)v->s.n)
+      die("--hosts \"%s\": host %zu of rank %d is not below %d", list, h[r], r, v->s.n);
+    v->s.host[r] = (int)h[r];
   }
-  panel_t *last = &v->p[v->np++];
-  last->phase = -1;
-  last->held = held;
-  for (int r = 0; r < n; r++)
-    last->t0[r] = last->t1[r] = -1;
-  for (int r = 0; r < n; r++)
-    free(s[r].steps);
-  free(s);
-  free(at);
+  v->s.has_hosts = 1;
 }
 
 /* ------------------------------------------------------------ the trace */
@@ -199,6 +118,11 @@ static double num(const char *line, const char *key, const char *where) {
   if (!f || end == f)
     die("%s: no number \"%s\" in: %.120s", where, key, line);
   return d;
+}
+
+/* A number that older traces may lack. */
+static double opt_num(const char *line, const char *key, double dflt, const char *where) {
+  return field(line, key) ? num(line, key, where) : dflt;
 }
 
 static void str(const char *line, const char *key, char *out, size_t cap, const char *where) {
@@ -227,7 +151,7 @@ static FILE *open_rank(const char *pattern, int rank, char *path, size_t cap) {
 
 typedef struct {
   char phase[32];
-  int step, send_to, send_chunk, recv_from, recv_chunk;
+  int step, send_to, send_chunk, send_n, recv_from, recv_chunk, recv_n;
   double t0, t1;
 } rec_t;
 
@@ -249,7 +173,7 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
     if (seq != (v->seq ? v->seq : best))
       continue;
     if (rank == 0)
-      v->n = (int)num(line, "size", where);
+      v->s.n = (int)num(line, "size", where);
     if (n == cap)
       die("%s: more steps in collective %llu than the schedule could have", where, seq);
     rec_t *r = &out[n++];
@@ -258,15 +182,26 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
     str(line, "phase", r->phase, sizeof r->phase, where);
     str(line, "dtype", v->dtype, sizeof v->dtype, where);
     if (rank == 0) {
-      v->count = (size_t)num(line, "count", where);
-      v->root = (int)num(line, "root", where);
-      v->root = v->root < 0 ? 0 : v->root; /* -1: the collective has no root */
+      v->s.count = (size_t)num(line, "count", where);
+      if (field(line, "counts")) { /* a v-variant: every rank's count */
+        char list[16 * MAX_N];
+        str(line, "counts", list, sizeof list, where);
+        parse_counts(v, list, where);
+      }
+      v->s.root = (int)num(line, "root", where);
+      v->s.root = v->s.root < 0 ? 0 : v->s.root; /* -1: the collective has no root */
     }
     r->step = (int)num(line, "step", where);
+    if (field(line, "host")) {
+      v->s.host[rank] = (int)num(line, "host", where);
+      v->s.has_hosts |= v->s.host[rank] != rank;
+    }
     r->send_to = (int)num(line, "send_to", where);
     r->send_chunk = (int)num(line, "send_chunk", where);
     r->recv_from = (int)num(line, "recv_from", where);
     r->recv_chunk = (int)num(line, "recv_chunk", where);
+    r->send_n = (int)opt_num(line, "send_n", 1, where);
+    r->recv_n = (int)opt_num(line, "recv_n", 1, where);
     r->t0 = num(line, "t_start_us", where) * 1e-6;
     r->t1 = num(line, "t_end_us", where) * 1e-6;
     if ((int)num(line, "rank", where) != rank)
@@ -287,35 +222,39 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
 static int same_step(const rec_t *r, const baton__step_t *st) {
   if (strcmp(r->phase, baton__phase_name((baton__phase_t)st->phase)) || r->step != st->step)
     return 0;
-  if (r->send_to < 0 && r->recv_from < 0)
+  if (r->send_to < 0 && r->recv_from < 0 && r->send_chunk < 0)
     return 1;
+  /* A trace without runs (send_n, recv_n) has only runs of one chunk. */
   return r->send_to == st->send_peer && r->recv_from == st->recv_peer &&
-         (r->send_to < 0 || r->send_chunk == st->send_chunk) &&
-         (r->recv_from < 0 || r->recv_chunk == st->recv_chunk);
+         (r->send_chunk < 0 || (r->send_chunk == st->send_chunk && r->send_n == st->send_n)) &&
+         (r->recv_from < 0 || (r->recv_chunk == st->recv_chunk && r->recv_n == st->recv_n));
 }
 
 /* Reads every rank's lines of one collective, checks them against the
  * schedule the library gives for it, and puts the times on the panels. */
 static void load_trace(viz_t *v) {
   char coll[32], algo[32], c2[32], a2[32];
-  int cap = 2 * MAX_N + 2;
+  int cap = 16 * MAX_N;
   rec_t *rec = xcalloc((size_t)cap, sizeof *rec);
   read_rank(v, 0, rec, cap, coll, algo);
-  if (v->n < 1 || v->n > MAX_N)
-    die("the trace is of %d ranks; baton-viz draws 1..%d", v->n, MAX_N);
-  if ((v->coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
+  if (v->s.n < 1 || v->s.n > MAX_N)
+    die("the trace is of %d ranks; baton-viz draws 1..%d", v->s.n, MAX_N);
+  if ((v->s.coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
     die("collective \"%s\" of the trace is not one this baton knows", coll);
-  if (!(v->algo = baton__algo_find(algo)))
+  if (!(v->s.algo = baton__algo_find(algo)))
     die("algorithm \"%s\" of the trace is not one this baton knows", algo);
-  if (v->root >= v->n)
-    die("the trace's root %d is not a rank of its %d", v->root, v->n);
-  build_panels(v);
-  baton__step_t *steps = xcalloc((size_t)v->algo->max_steps(v->n), sizeof *steps);
+  if (v->s.root >= v->s.n)
+    die("the trace's root %d is not a rank of its %d", v->s.root, v->s.n);
+  for (int r = 1; r < v->s.n; r++) /* every rank's host, before the schedules are built */
+    read_rank(v, r, rec, cap, c2, a2);
+  if (simulate(&v->s) != 0)
+    fprintf(stderr, "baton-viz: warning: %s\n", v->s.bad);
+  baton__step_t *steps = xcalloc((size_t)v->s.algo->max_steps(v->s.n), sizeof *steps);
   double tmin = 1e300, tmax = -1e300;
-  for (int r = 0; r < v->n; r++) {
+  for (int r = 0; r < v->s.n; r++) {
     int nrec = read_rank(v, r, rec, cap, c2, a2);
-    baton__sched_t s = {.steps = steps};
-    if (baton__schedule_for(&s, v->coll, v->algo, r, v->n, v->count, v->root) != 0)
+    baton__sched_t s = {.steps = steps, .host = v->s.has_hosts ? v->s.host : NULL};
+    if (baton__schedule_for(&s, v->s.coll, v->s.algo, r, v->s.n, v->s.count, v->s.root) != 0)
       die("%s does not do %s", algo, coll);
     if (strcmp(c2, coll) || strcmp(a2, algo))
       die("collective %llu is %s/%s on rank 0 but %s/%s on rank %d", v->seq, coll, algo, c2,
@@ -328,16 +267,22 @@ static void load_trace(viz_t *v) {
             "from %d) is not in the schedule of %s %s; was the trace written by another "
             "version of baton?", r, v->seq, rec[i].phase, rec[i].step, rec[i].send_chunk,
             rec[i].send_to, rec[i].recv_chunk, rec[i].recv_from, algo, coll);
-      for (int p = 0; p < v->np; p++)
-        if (v->p[p].phase == s.steps[j].phase && v->p[p].step == s.steps[j].step)
-          v->p[p].t0[r] = rec[i].t0, v->p[p].t1[r] = rec[i].t1;
+      /* A flat line stands for every step of its key. */
+      for (int k = j; k < s.nsteps && same_step(&rec[i], &s.steps[k]); k++) {
+        panel_t *p = &v->s.p[v->s.panel_of[r * v->s.cap + k]];
+        if (p->t0[r] < 0 || rec[i].t0 < p->t0[r])
+          p->t0[r] = rec[i].t0;
+        p->t1[r] = rec[i].t1 > p->t1[r] ? rec[i].t1 : p->t1[r];
+        if (rec[i].send_to >= 0 || rec[i].recv_from >= 0 || rec[i].send_chunk >= 0)
+          break;
+      }
       tmin = rec[i].t0 >= 0 && rec[i].t0 < tmin ? rec[i].t0 : tmin;
       tmax = rec[i].t1 > tmax ? rec[i].t1 : tmax;
     }
   }
-  for (int p = 0; p < v->np; p++)
-    for (int r = 0; r < v->n; r++) {
-      panel_t *pp = &v->p[p];
+  for (int p = 0; p < v->s.np; p++)
+    for (int r = 0; r < v->s.n; r++) {
+      panel_t *pp = &v->s.p[p];
       if (pp->t0[r] < 0 || pp->t1[r] < 0)
         pp->t0[r] = pp->t1[r] = -1; /* not run, or a failed collective */
       else
@@ -355,8 +300,9 @@ static const char *phase_label(int phase) {
 }
 
 static const char *phase_colour(int phase) {
-  static const char *const c[] = {"#e6550d", "#3182bd", "#756bb1", "#31a354", "#636363"};
-  return phase < 0 ? "#999" : c[phase % 5];
+  static const char *const c[] = {"#8c564b", "#e6550d", "#d62728", "#9467bd", "#17becf",
+                                  "#3182bd", "#2ca02c", "#31a354", "#7f7f7f", "#636363"};
+  return phase < 0 ? "#999" : c[phase % 10];
 }
 
 /* Partial sums in blues that darken as contributions arrive; a chunk
@@ -375,56 +321,88 @@ static void cell_colour(double f, char *out) {
   sprintf(out, "#%02x%02x%02x", r, g, b);
 }
 
+/* Elements of chunk c in the call drawn: allreduce cuts the buffer, the
+ * others have `count` per rank, broadcast and reduce one chunk. */
 static size_t chunk_len(const viz_t *v, int c) {
-  if (v->coll == BATON__COLL_ALLREDUCE)
-    return baton__chunk_len(v->count, v->n, c);
-  return drawn(v, c) ? v->count : 0;
+  if (v->has_counts)
+    return v->counts[c];
+  if (v->s.coll == BATON__COLL_ALLREDUCE)
+    return baton__chunk_len(v->s.count, v->s.n, c);
+  return drawn(v, c) ? v->s.count : 0;
+}
+
+static int uneven(const viz_t *v) {
+  for (int c = 1; c < v->s.n && v->s.count; c++)
+    if (drawn(v, c) && chunk_len(v, c) != chunk_len(v, 0))
+      return 1;
+  return 0;
+}
+
+/* Tree layout: levels by distance from the root (rank 0 for collectives
+ * without one) over every transfer of the schedule, each rank under the
+ * lowest-numbered rank one level up that it talks to, and the leaves side
+ * by side in depth-first order with every parent centred over its
+ * children: the edges of a binomial tree or a star never cross. */
+static int tree_place(viz_t *v, const int *parent, int q, int level, int *slot,
+                      double *x) {
+  int first = -1, last = -1;
+  for (int c = 0; c < v->s.n; c++)
+    if (parent[c] == q && c != q) {
+      int k = tree_place(v, parent, c, level + 1, slot, x);
+      first = first < 0 ? k : first;
+      last = k;
+    }
+  x[q] = first < 0 ? (*slot)++ : (x[first] + x[last]) / 2;
+  v->cy[q] = level;
+  return q;
+}
+
+static void tree_geometry(viz_t *v) {
+  int n = v->s.n, level[MAX_N], parent[MAX_N], slot = 0, depth = 1;
+  double x[MAX_N];
+  for (int q = 0; q < n; q++)
+    level[q] = q == v->s.root ? 0 : -1, parent[q] = q == v->s.root ? q : -1;
+  for (int l = 0, grew = 1; grew; l++) {
+    grew = 0;
+    for (int p = 0; p < v->s.np; p++)
+      for (int i = 0; i < v->s.p[p].nx; i++) {
+        const xfer_t *t = &v->s.p[p].x[i];
+        int ends[2][2] = {{t->from, t->to}, {t->to, t->from}};
+        for (int e = 0; e < 2; e++) {
+          int a = ends[e][0], b = ends[e][1];
+          if (level[a] == l && (level[b] < 0 || (level[b] == l + 1 && a < parent[b])))
+            level[b] = l + 1, parent[b] = a, grew = 1;
+        }
+      }
+  }
+  for (int q = 0; q < n; q++)
+    if (parent[q] < 0)
+      parent[q] = q, level[q] = 0; /* not reached from the root: a root of its own */
+  for (int q = 0; q < n; q++)
+    if (parent[q] == q)
+      tree_place(v, parent, q, 0, &slot, x);
+  for (int q = 0; q < n; q++)
+    depth = (int)v->cy[q] + 1 > depth ? (int)v->cy[q] + 1 : depth;
+  v->pw = fmax(slot * (v->bw + 24) + 40, 190); /* room for the title */
+  v->ph = depth * (v->bh + 60) + 60;
+  for (int q = 0; q < n; q++) {
+    v->cx[q] = 20 + (v->bw + 24) / 2 + x[q] * (v->bw + 24);
+    v->cy[q] = 50 + v->bh / 2 + v->cy[q] * (v->bh + 60);
+  }
 }
 
 static void geometry(viz_t *v) {
-  int n = v->n;
+  int n = v->s.n;
   v->cw = n <= 4 ? 16 : n <= 8 ? 11 : n <= 16 ? 7 : 4;
   v->bw = fmax(52, n * v->cw + 10);
-  v->bh = v->trace ? 48 : 38;
-  double r = fmax(n <= 2 ? 70 : 100, n * (v->bw + 20) / (2 * M_PI));
-  int levels[MAX_N] = {0}, width[MAX_N] = {0}, depth = 0;
+  v->bh = v->trace ? 56 : 46;
   if (v->tree) {
-    /* Levels by distance from the root (rank 0 for collectives without
-     * one) over every transfer of the schedule. */
-    for (int r0 = 0; r0 < n; r0++)
-      levels[r0] = r0 == v->root ? 0 : -1;
-    for (int changed = 1; changed;) {
-      changed = 0;
-      for (int p = 0; p < v->np; p++)
-        for (int i = 0; i < v->p[p].nx; i++) {
-          const xfer_t *x = &v->p[p].x[i];
-          int a = x->from, b = x->to;
-          if (levels[a] >= 0 && (levels[b] < 0 || levels[b] > levels[a] + 1))
-            levels[b] = levels[a] + 1, changed = 1;
-          if (levels[b] >= 0 && (levels[a] < 0 || levels[a] > levels[b] + 1))
-            levels[a] = levels[b] + 1, changed = 1;
-        }
-    }
-    for (int q = 0; q < n; q++) {
-      levels[q] = levels[q] < 0 ? 0 : levels[q];
-      width[levels[q]]++;
-      depth = levels[q] + 1 > depth ? levels[q] + 1 : depth;
-    }
-    int maxw = 1;
-    for (int l = 0; l < depth; l++)
-      maxw = width[l] > maxw ? width[l] : maxw;
-    v->pw = fmax(maxw * (v->bw + 24) + 40, 190); /* room for the title */
-    v->ph = depth * (v->bh + 60) + 60;
-    int seen[MAX_N] = {0};
-    for (int q = 0; q < n; q++) {
-      int l = levels[q];
-      v->cx[q] = v->pw / 2 + (seen[l]++ - (width[l] - 1) / 2.0) * (v->bw + 24);
-      v->cy[q] = 50 + v->bh / 2 + l * (v->bh + 60);
-    }
+    tree_geometry(v);
     return;
   }
+  double r = fmax(n <= 2 ? 70 : 100, n * (v->bw + 20) / (2 * M_PI));
   v->pw = 2 * r + v->bw + 40;
-  v->ph = 2 * r + v->bh + 70;
+  v->ph = 2 * r + v->bh + 90;
   for (int q = 0; q < n; q++) {
     double a = -M_PI / 2 + 2 * M_PI * q / n;
     v->cx[q] = v->pw / 2 + r * cos(a);
@@ -445,8 +423,32 @@ static void to_edge(const viz_t *v, int q, double tx, double ty, double *x, doub
   *y = v->cy[q] + dy * t;
 }
 
-/* An arrow bent to the left of its direction (outwards on a ring), so that the two directions
- * between a pair of ranks do not overlap, with its chunk as the label. */
+/* "c3", a run "c3–c5" (modulo N, so "c6–c1" wraps), "all" for every
+ * chunk. */
+static void run_label(const viz_t *v, int chunk, int n, char *out, size_t cap) {
+  if (chunk == BATON__ALL_CHUNKS || (n == v->s.n && n > 1)) {
+    snprintf(out, cap, "all");
+    return;
+  }
+  if (n == 1)
+    snprintf(out, cap, "c%d", chunk);
+  else
+    snprintf(out, cap, "c%d\xe2\x80\x93" "c%d", chunk, (chunk + n - 1) % v->s.n);
+}
+
+static size_t run_elems(const viz_t *v, int chunk, int n) {
+  size_t e = 0;
+  for (int i = 0; i < (chunk == BATON__ALL_CHUNKS ? v->s.n : n); i++)
+    e += chunk_len(v, chunk == BATON__ALL_CHUNKS ? i : (chunk + i) % v->s.n);
+  return e;
+}
+
+static const char *const src_names[] = {"its INPUT", "its WORK", "what it just received"};
+
+/* An arrow bent to the left of its direction (outwards on a ring), so that
+ * the two directions between a pair of ranks do not overlap, labelled with
+ * its run of chunks; dashed when it comes from the sender's INPUT. For
+ * alltoall the label reads sender's chunk -> receiver's chunk. */
 static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, int label) {
   double ax = v->cx[x->from], ay = v->cy[x->from], bx = v->cx[x->to], by = v->cy[x->to];
   double dx = bx - ax, dy = by - ay, len = hypot(dx, dy), bend = fmin(0.18 * len, 40);
@@ -455,25 +457,71 @@ static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, int label) {
   to_edge(v, x->from, mx, my, &sx, &sy);
   to_edge(v, x->to, mx, my, &ex, &ey);
   const char *col = x->op == BATON__RECV_REDUCE ? "#d95f02" : "#1f78b4";
+  char text[96], other[40];
+  run_label(v, x->schunk, x->n, text, sizeof text);
+  if (x->schunk != x->rchunk) {
+    run_label(v, x->rchunk, x->n, other, sizeof other);
+    snprintf(text + strlen(text), sizeof text - strlen(text), "\xe2\x86\x92%s", other);
+  }
+  if (uneven(v))
+    snprintf(text + strlen(text), sizeof text - strlen(text), "\xc2\xb7%zu",
+             run_elems(v, x->schunk, x->n));
   fprintf(o, "<path d='M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f' fill='none' stroke='%s' "
-          "stroke-width='%.1f' marker-end='url(#%s)'/>\n", sx, sy, mx, my, ex, ey, col,
-          v->n > 8 ? 1.2 : 1.8, x->op == BATON__RECV_REDUCE ? "hr" : "hc");
+          "stroke-width='%.1f'%s marker-end='url(#%s)'><title>rank %d to rank %d: %s from %s, "
+          "with the contributions of %d rank(s); rank %d %s</title></path>\n", sx, sy, mx, my,
+          ex, ey, col, v->s.n > 8 ? 1.2 : 1.8,
+          x->src == SRC_INPUT ? " stroke-dasharray='5,3'" : "",
+          x->op == BATON__RECV_REDUCE ? "hr" : "hc", x->from, x->to, text, src_names[x->src],
+          __builtin_popcountll(x->carried), x->to,
+          x->op == BATON__RECV_COPY           ? "stores it"
+          : x->with == BATON__FROM_INPUT      ? "adds its INPUT"
+                                              : "adds it into its WORK");
   if (!label)
     return;
   /* On the outer side of the bend, clear of the line. */
   double lx = 0.25 * sx + 0.5 * mx + 0.25 * ex + dy / len * 10;
   double ly = 0.25 * sy + 0.5 * my + 0.25 * ey - dx / len * 10;
-  char text[48];
-  if (x->chunk == BATON__ALL_CHUNKS)
-    snprintf(text, sizeof text, "all");
-  else if (v->count && chunk_len(v, 0) != chunk_len(v, v->n - 1)) /* uneven */
-    snprintf(text, sizeof text, "c%d\xc2\xb7%zu", x->chunk, chunk_len(v, x->chunk));
-  else
-    snprintf(text, sizeof text, "c%d", x->chunk);
   fprintf(o, "<text x='%.1f' y='%.1f' class='lab' fill='%s'>%s</text>\n", lx, ly + 4, col,
           text);
 }
 
+/* One cell of a rank's bar: the chunk's value, coloured by how much of
+ * what it needs it holds. */
+static void draw_cell(FILE *o, const viz_t *v, double x, double y, double w, double h,
+                      int q, int c, val_t val, const char *what, int sent, int passing) {
+  uint64_t nd = sim_need(&v->s, q, c);
+  int k = __builtin_popcountll(val.set & nd), all = __builtin_popcountll(nd);
+  char col[8];
+  cell_colour(val.set ? fmax((double)k / all, 0.08) : 0, col);
+  fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.0f' fill='%s'%s stroke='%s' "
+          "stroke-width='%s'%s><title>rank %d, chunk %d in %s: ", x, y, fmax(w, 1), h, col,
+          passing ? " fill-opacity='0.45'" : "", sent ? "#000" : "#bbb", sent ? "1.5" : "0.5",
+          passing ? " stroke-dasharray='2,2'" : "", q, c, what);
+  if (val.set)
+    fprintf(o, "%d of %d contributions%s", k, all,
+            val.tag != c ? " (another rank's block)" : "");
+  else
+    fprintf(o, "nothing");
+  fprintf(o, "%s%s</title></rect>\n", passing ? "; received and passed on, not stored" : "",
+          sent ? "; sent in this step" : "");
+  if (all > 1 && k > 0 && v->cw >= 11 && w >= 8 && h >= 10)
+    fprintf(o, "<text x='%.1f' y='%.1f' class='cn'%s>%d</text>\n", x + w / 2, y + 10,
+            (double)k / all > 0.5 ? " fill='white'" : "", k);
+}
+
+/* One chunk of a rank's INPUT: there or not (what it holds is the rank's
+ * own part, or the root's blocks). */
+static void draw_input(FILE *o, double x, double y, double w, int q, int c, int there,
+                       int sent) {
+  fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='5' fill='%s' stroke='%s' "
+          "stroke-width='%s'><title>rank %d, chunk %d in INPUT: %s%s</title></rect>\n", x, y,
+          fmax(w, 1), there ? "#9e9ac8" : "#f2f2f2", sent ? "#000" : "#bbb",
+          sent ? "1.5" : "0.5", q, c, there ? "the caller's data" : "nothing",
+          sent ? "; sent in this step" : "");
+}
+
+/* A rank: its WORK (output or scratch) as a bar of chunks, a chunk it
+ * only passes on drawn faded, and its INPUT as a thin strip below. */
 static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slowest) {
   double x = v->cx[q] - v->bw / 2, y = v->cy[q] - v->bh / 2;
   fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' rx='5' fill='white' "
@@ -481,41 +529,41 @@ static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slow
           slowest ? "#d7191c" : "#444", slowest ? "2.5" : "1");
   fprintf(o, "<text x='%.1f' y='%.1f' class='rk'>rank %d</text>\n", v->cx[q], y + 14, q);
   size_t total = 0;
-  for (int c = 0; c < v->n; c++)
-    total += chunk_len(v, c);
-  double bar = v->coll == BATON__COLL_BROADCAST ? v->cw * 2 : v->n * v->cw;
+  int shown = 0, n = v->s.n;
+  for (int c = 0; c < n; c++)
+    total += drawn(v, c) ? chunk_len(v, c) : 0, shown += drawn(v, c);
+  double bar = shown == 1 ? v->cw * 2 : n * v->cw;
   double cx = v->cx[q] - bar / 2;
-  for (int c = 0; c < v->n; c++) {
+  for (int c = 0; c < n; c++) {
     if (!drawn(v, c))
       continue;
-    uint64_t h = p->held[q * v->n + c], nd = need(v, c);
-    int k = __builtin_popcountll(h & nd), all = __builtin_popcountll(nd);
-    double w = total ? bar * (double)chunk_len(v, c) / (double)total
-                     : bar / (v->coll == BATON__COLL_BROADCAST ? 1 : v->n);
-    char col[8];
-    cell_colour((double)k / all, col);
-    int sent = 0;
-    for (int i = 0; i < p->nx; i++)
-      sent |= p->x[i].from == q && p->x[i].chunk == c;
-    fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='12' fill='%s' stroke='%s' "
-            "stroke-width='%s'><title>rank %d, chunk %d: %d of %d contributions%s</title>"
-            "</rect>\n", cx, y + 20, fmax(w, 1), col, sent ? "#000" : "#bbb",
-            sent ? "1.5" : "0.5", q, c, k, all, sent ? "; sent in this step" : "");
-    if (all > 1 && k > 0 && v->cw >= 11 && w >= 8)
-      fprintf(o, "<text x='%.1f' y='%.1f' class='cn'%s>%d</text>\n", cx + w / 2, y + 30,
-              (double)k / all > 0.5 ? " fill='white'" : "", k);
+    double w = total ? bar * (double)chunk_len(v, c) / (double)total : bar / shown;
+    val_t work = p->work[q * n + c];
+    int passing = !work.set && p->fwd_chunk[q] == c;
+    draw_cell(o, v, cx, y + 20, w, 12, q, c, passing ? p->fwd[q] : work, "WORK",
+              (int)(p->sent_work[q] >> c & 1), passing);
+    draw_input(o, cx, y + 35, w, q, c, v->s.input[q * n + c].set != 0,
+               (int)(p->sent_in[q] >> c & 1));
     cx += w;
+  }
+  for (int i = 0, line = 0; i < p->ncp; i++) {
+    char run[40];
+    if (p->cp[i].rank != q)
+      continue;
+    run_label(v, p->cp[i].chunk, p->cp[i].n, run, sizeof run);
+    fprintf(o, "<text x='%.1f' y='%.1f' class='tm' fill='#2ca02c'>%s: INPUT\xe2\x86\x92"
+            "WORK</text>\n", v->cx[q], y + v->bh + 12 + 12 * line++, run);
   }
   if (v->trace && p->t1[q] >= 0)
     fprintf(o, "<text x='%.1f' y='%.1f' class='tm'%s>%.1f \xc2\xb5s</text>\n", v->cx[q],
-            y + 44, slowest ? " fill='#d7191c'" : "", (p->t1[q] - p->t0[q]) * 1e6);
+            y + 52, slowest ? " fill='#d7191c'" : "", (p->t1[q] - p->t0[q]) * 1e6);
 }
 
 static void draw_panel(FILE *o, const viz_t *v, int i) {
-  const panel_t *p = &v->p[i];
+  const panel_t *p = &v->s.p[i];
   int slow = -1;
   double worst = -1;
-  for (int q = 0; v->trace && q < v->n; q++)
+  for (int q = 0; v->trace && q < v->s.n; q++)
     if (p->t1[q] >= 0 && p->t1[q] - p->t0[q] > worst)
       worst = p->t1[q] - p->t0[q], slow = q;
   fprintf(o, "<rect width='%.0f' height='%.0f' fill='#fcfcfc' stroke='#ddd'/>\n", v->pw, v->ph);
@@ -523,15 +571,20 @@ static void draw_panel(FILE *o, const viz_t *v, int i) {
           phase_label(p->phase));
   if (p->phase >= 0)
     fprintf(o, " step %d", p->step);
+  else if (v->s.bad[0])
+    fprintf(o, ": NOT what %s promises</text><text x='10' y='36' class='sl'>%s",
+            baton__coll_name(v->s.coll), v->s.bad);
+  else
+    fprintf(o, ": what %s promises", baton__coll_name(v->s.coll));
   if (slow >= 0)
     fprintf(o, "</text><text x='10' y='36' class='sl'>slowest: rank %d, "
             "%.1f \xc2\xb5s", slow, worst * 1e6);
   fprintf(o, "</text>\n");
-  int label = p->nx <= 3 * v->n; /* beyond that the labels only hide the arrows */
+  int label = p->nx <= 3 * v->s.n; /* beyond that the labels only hide the arrows */
   for (int k = 0; k < p->nx; k++)
     draw_arrow(o, v, &p->x[k], label);
-  for (int q = 0; q < v->n; q++)
-    draw_node(o, v, p, q, q == slow && v->n > 1);
+  for (int q = 0; q < v->s.n; q++)
+    draw_node(o, v, p, q, q == slow && v->s.n > 1);
 }
 
 static const char *style =
@@ -559,15 +612,21 @@ static void xml_text(FILE *o, const char *s) {
       fputc(*s, o);
 }
 
-/* The title, the colour key and, for a trace, its source: 70 px high. */
+/* The title and the key: 76 px high. */
 static void draw_header(FILE *o, const viz_t *v) {
   fprintf(o, "<text x='10' y='22' class='hd'>%s \xc2\xb7 %s \xc2\xb7 N=%d",
-          baton__coll_name(v->coll), v->algo->name, v->n);
-  if (v->coll == BATON__COLL_BROADCAST)
-    fprintf(o, " \xc2\xb7 root %d", v->root);
-  if (v->count) {
-    size_t lo = chunk_len(v, v->n - 1), hi = chunk_len(v, 0);
-    fprintf(o, " \xc2\xb7 count %zu%s%s: chunks of %zu", v->count, v->dtype[0] ? " " : "",
+          baton__coll_name(v->s.coll), v->s.algo->name, v->s.n);
+  if (v->s.coll == BATON__COLL_BROADCAST || v->s.coll == BATON__COLL_REDUCE ||
+      v->s.coll == BATON__COLL_GATHER || v->s.coll == BATON__COLL_SCATTER || v->tree)
+    fprintf(o, " \xc2\xb7 root %d", v->s.root);
+  if (v->has_counts) {
+    fprintf(o, " \xc2\xb7 counts");
+    for (int c = 0; c < v->s.n; c++)
+      fprintf(o, "%s%zu", c ? "," : " ", v->counts[c]);
+    fprintf(o, "%s%s elements", v->dtype[0] ? " " : "", v->dtype);
+  } else if (v->s.count) {
+    size_t lo = chunk_len(v, v->s.n - 1), hi = chunk_len(v, 0);
+    fprintf(o, " \xc2\xb7 count %zu%s%s: chunks of %zu", v->s.count, v->dtype[0] ? " " : "",
             v->dtype, hi);
     if (lo != hi)
       fprintf(o, " or %zu", lo);
@@ -590,7 +649,13 @@ static void draw_header(FILE *o, const viz_t *v) {
           "<path d='M530,6h30' stroke='#d95f02' stroke-width='2' marker-end='url(#hr)'/>"
           "<text x='566' y='10'>receive and reduce</text>"
           "<path d='M690,6h30' stroke='#1f78b4' stroke-width='2' marker-end='url(#hc)'/>"
-          "<text x='726' y='10'>receive and copy</text></g>\n", x + 6, lab);
+          "<text x='726' y='10'>receive and copy</text>"
+          "<text x='0' y='28'>each rank: its WORK above (faded: only passed on), its "
+          "INPUT below (purple: there)</text>"
+          "<path d='M530,24h30' stroke='#444' stroke-width='2' stroke-dasharray='5,3'/>"
+          "<text x='566' y='28'>sent from INPUT</text>"
+          "<path d='M690,24h30' stroke='#444' stroke-width='2'/>"
+          "<text x='726' y='28'>from WORK or passed on</text></g>\n", x + 6, lab);
 }
 
 /* Every step of every rank on one time axis: a late rank or a slow step
@@ -603,12 +668,12 @@ static double draw_timeline(FILE *o, const viz_t *v, double y, double width) {
   xml_text(o, v->trace);
   fprintf(o, ", collective %llu: %.1f \xc2\xb5s (axis: \xc2\xb5s from the first step's "
           "start)</text>\n", v->seq, v->span * 1e6);
-  for (int q = 0; q < v->n; q++) {
+  for (int q = 0; q < v->s.n; q++) {
     double ry = 22 + q * row;
     fprintf(o, "<text x='%.0f' y='%.1f' text-anchor='end'>rank %d</text>\n", left - 6,
             ry + 10, q);
-    for (int i = 0; i < v->np; i++) {
-      const panel_t *p = &v->p[i];
+    for (int i = 0; i < v->s.np; i++) {
+      const panel_t *p = &v->s.p[i];
       if (p->t1[q] < 0)
         continue;
       double x0 = left + w * p->t0[q] / v->span, x1 = left + w * p->t1[q] / v->span;
@@ -619,7 +684,7 @@ static double draw_timeline(FILE *o, const viz_t *v, double y, double width) {
               p->step, p->t0[q] * 1e6, p->t1[q] * 1e6);
     }
   }
-  double ay = 22 + v->n * row + 4;
+  double ay = 22 + v->s.n * row + 4;
   for (int t = 0; t <= 5; t++) {
     double x = left + w * t / 5;
     fprintf(o, "<path d='M%.1f,%.1fv4' stroke='#444'/><text x='%.1f' y='%.1f' "
@@ -632,11 +697,12 @@ static double draw_timeline(FILE *o, const viz_t *v, double y, double width) {
 /* All panels on one page: a new row for each phase. */
 static void write_svg(FILE *o, const viz_t *v) {
   int cols = (int)fmax(2, fmin(6, floor(2400 / v->pw)));
-  double x[2 * MAX_N + 2], y[2 * MAX_N + 2], gap = 10, top = 60;
-  double width = 0, height, tl = v->trace ? 22 + v->n * 14 + 52 : 0;
+  double *x = xcalloc((size_t)v->s.np, sizeof *x), *y = xcalloc((size_t)v->s.np, sizeof *y);
+  double gap = 10, top = 76;
+  double width = 0, height, tl = v->trace ? 22 + v->s.n * 14 + 52 : 0;
   int col = 0, row = 0;
-  for (int i = 0; i < v->np; i++) {
-    if (col == cols || (i > 0 && v->p[i].phase != v->p[i - 1].phase && v->p[i].phase >= 0 &&
+  for (int i = 0; i < v->s.np; i++) {
+    if (col == cols || (i > 0 && v->s.p[i].phase != v->s.p[i - 1].phase && v->s.p[i].phase >= 0 &&
                         col > 0))
       col = 0, row++;
     x[i] = 10 + col * (v->pw + gap);
@@ -651,32 +717,34 @@ static void write_svg(FILE *o, const viz_t *v) {
           width, height, width, height, style);
   draw_header(o, v);
   draw_timeline(o, v, top, width);
-  for (int i = 0; i < v->np; i++) {
+  for (int i = 0; i < v->s.np; i++) {
     fprintf(o, "<g transform='translate(%.0f,%.0f)'>\n", x[i], y[i]);
     draw_panel(o, v, i);
     fprintf(o, "</g>\n");
   }
   fprintf(o, "</svg>\n");
+  free(x);
+  free(y);
 }
 
 /* One step at a time, with a slider, the arrow keys and a play button. */
 static void write_html(FILE *o, const viz_t *v) {
-  double width = fmax(v->pw + 20, 860), tl = v->trace ? 22 + v->n * 14 + 52 : 0;
+  double width = fmax(v->pw + 20, 860), tl = v->trace ? 22 + v->s.n * 14 + 52 : 0;
   fprintf(o, "<!DOCTYPE html>\n<html xmlns='http://www.w3.org/1999/xhtml'><head><meta charset='utf-8'/><title>baton-viz: %s %s "
           "N=%d</title>\n<style>body{font-family:DejaVu Sans,Arial,sans-serif;margin:12px}"
           ".p{display:none}.p.on{display:block}#ctl{margin:8px 10px}"
           "#ctl input{width:%.0fpx;vertical-align:middle}#lbl{white-space:nowrap}</style></head><body>\n",
-          baton__coll_name(v->coll), v->algo->name, v->n, fmin(width - 320, 500));
+          baton__coll_name(v->s.coll), v->s.algo->name, v->s.n, fmin(width - 320, 500));
   fprintf(o, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f'>%s",
-          width, 60 + tl, style);
+          width, 76 + tl, style);
   draw_header(o, v);
-  draw_timeline(o, v, 60, width);
+  draw_timeline(o, v, 76, width);
   fprintf(o, "</svg>\n<div id='ctl'><button id='play'>play</button> <input type='range' "
-          "id='s' min='0' max='%d' value='0'/> <span id='lbl'></span></div>\n", v->np - 1);
-  for (int i = 0; i < v->np; i++) {
+          "id='s' min='0' max='%d' value='0'/> <span id='lbl'></span></div>\n", v->s.np - 1);
+  for (int i = 0; i < v->s.np; i++) {
     fprintf(o, "<div class='p' data-name='%s%s%d'><svg xmlns='http://www.w3.org/2000/svg' "
-            "width='%.0f' height='%.0f'>\n", phase_label(v->p[i].phase),
-            v->p[i].phase >= 0 ? " step " : "", v->p[i].step, v->pw, v->ph);
+            "width='%.0f' height='%.0f'>\n", phase_label(v->s.p[i].phase),
+            v->s.p[i].phase >= 0 ? " step " : "", v->s.p[i].step, v->pw, v->ph);
     draw_panel(o, v, i);
     fprintf(o, "</svg></div>\n");
   }
@@ -699,7 +767,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: baton-viz -c COLL -a ALGO -n N [--count K] [--layout ring|tree] [-o FILE]\n"
           "       baton-viz --trace 'trace.%%r' [--seq S] [-o FILE]\n"
-          "  -c, --coll COLL     allreduce, reduce_scatter, allgather or broadcast\n"
+          "  -c, --coll COLL     allreduce, reduce_scatter, allgather, broadcast, reduce,\n"
+          "                      alltoall, gather, scatter, allgatherv, reduce_scatterv\n"
           "  -a, --algo ALGO     the algorithm; default ring. Known:");
   for (int i = 0; i < n; i++)
     fprintf(f, " %s", a[i].name);
@@ -707,13 +776,39 @@ static void usage(FILE *f) {
           "  -n N                ranks, 1..%d\n"
           "      --count K       elements of the call (allreduce: of the buffer;\n"
           "                      others: per rank), to draw uneven chunks\n"
-          "      --root R        the root of broadcast (default 0)\n"
-          "      --layout L      ring (default for most) or tree\n"
+          "      --counts A,B,.. allgatherv, reduce_scatterv: the count of every rank\n"
+          "      --hosts A,B,..  the host of every rank, numbered from 0 (hier)\n"
+          "      --root R        the root of a rooted collective (default 0)\n"
+          "      --layout L      ring or tree (default: what the algorithm's row says)\n"
           "      --trace PATTERN draw a run traced with BATON_TRACE=PATTERN\n"
           "      --seq S         which collective of the trace (default: the last)\n"
           "  -o, --output FILE   default stdout; a .html name writes the page with a slider\n"
           "      --html          write the page with a slider\n"
           "      --list          the collectives and algorithms it can draw\n", MAX_N);
+}
+
+/* Every collective's name, for a message. */
+static const char *coll_names(void) {
+  static char buf[256];
+  buf[0] = '\0';
+  for (int c = 0; c < BATON__COLL_COUNT; c++)
+    if (c != BATON__COLL_BARRIER)
+      snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", c ? ", " : "",
+               baton__coll_name((baton__coll_t)c));
+  return buf;
+}
+
+/* The algorithms of the table that serve coll, for a message. */
+static const char *algos_for(baton__coll_t coll) {
+  static char buf[256];
+  int n;
+  const baton__algo_t *a = baton__algos(&n);
+  buf[0] = '\0';
+  for (int i = 0; i < n; i++)
+    if (a[i].colls & (1u << coll))
+      snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", buf[0] ? ", " : "",
+               a[i].name);
+  return buf[0] ? buf : "none yet";
 }
 
 /* "COLL ALGO" for every pair the library can draw, one a line. */
@@ -741,19 +836,22 @@ int main(int argc, char **argv) {
       {"trace", required_argument, NULL, 't'},  {"seq", required_argument, NULL, 's'},
       {"output", required_argument, NULL, 'o'}, {"html", no_argument, NULL, 'H'},
       {"help", no_argument, NULL, 'h'},         {"list", no_argument, NULL, 'L'},
-      {"root", required_argument, NULL, 'r'},
+      {"root", required_argument, NULL, 'r'},   {"counts", required_argument, NULL, 'C'},
+      {"hosts", required_argument, NULL, 'S'},
       {NULL, 0, NULL, 0}};
-  viz_t v = {.coll = BATON__COLL_COUNT};
-  const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL;
+  viz_t v = {.s.coll = BATON__COLL_COUNT};
+  const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL, *counts = NULL, *hosts = NULL;
   int opt;
   while ((opt = getopt_long(argc, argv, "c:a:n:o:h", longopts, NULL)) != -1) {
     switch (opt) {
     case 'c': coll = optarg; break;
     case 'a': algo = optarg; break;
-    case 'n': v.n = (int)parse_long(optarg, "-n", 1, MAX_N); break;
-    case 'k': v.count = (size_t)parse_long(optarg, "--count", 0, 1L << 50); break;
+    case 'n': v.s.n = (int)parse_long(optarg, "-n", 1, MAX_N); break;
+    case 'k': v.s.count = (size_t)parse_long(optarg, "--count", 0, 1L << 50); break;
     case 'l': layout = optarg; break;
-    case 'r': v.root = (int)parse_long(optarg, "--root", 0, MAX_N - 1); break;
+    case 'C': counts = optarg; break;
+    case 'S': hosts = optarg; break;
+    case 'r': v.s.root = (int)parse_long(optarg, "--root", 0, MAX_N - 1); break;
     case 't': v.trace = optarg; break;
     case 's': v.seq = (unsigned long long)parse_long(optarg, "--seq", 1, 1L << 62); break;
     case 'o': out = optarg; break;
@@ -770,19 +868,28 @@ int main(int argc, char **argv) {
   if (v.trace) {
     load_trace(&v);
   } else {
-    if (!coll || !v.n)
+    if (!coll || !v.s.n)
       die("say which collective and how many ranks, e.g. -c allreduce -n 4 (or --trace)");
-    if ((v.coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
-      die("--coll \"%s\": expected allreduce, reduce_scatter, allgather or broadcast", coll);
-    if (v.root >= v.n)
-      die("--root %d is not a rank of %d", v.root, v.n);
-    if (!(v.algo = baton__algo_find(algo)))
+    if ((v.s.coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
+      die("--coll \"%s\" is not a collective; expected one of: %s", coll, coll_names());
+    if (counts && v.s.coll != BATON__COLL_ALLGATHERV && v.s.coll != BATON__COLL_REDUCE_SCATTERV)
+      die("--counts is for allgatherv and reduce_scatterv, not %s", coll);
+    if (counts)
+      parse_counts(&v, counts, "--counts");
+    if (hosts)
+      parse_hosts(&v, hosts);
+    if (v.s.coll == BATON__COLL_BARRIER)
+      die("--coll barrier moves no data: nothing to draw");
+    if (v.s.root >= v.s.n)
+      die("--root %d is not a rank of %d", v.s.root, v.s.n);
+    if (!(v.s.algo = baton__algo_find(algo)))
       die("--algo \"%s\" is not an algorithm of this baton (see --help)", algo);
-    if (!(v.algo->colls & (1u << v.coll)))
-      die("algorithm %s does not do %s", algo, coll);
-    build_panels(&v);
+    if (!(v.s.algo->colls & (1u << v.s.coll)))
+      die("algorithm %s does not serve %s; the algorithms that do: %s", algo, coll,
+          algos_for(v.s.coll));
+    simulate(&v.s);
   }
-  v.tree = layout ? !strcmp(layout, "tree") : !strcmp(v.algo->layout, "tree");
+  v.tree = layout ? !strcmp(layout, "tree") : !strcmp(v.s.algo->layout, "tree");
   geometry(&v);
   size_t olen = out ? strlen(out) : 0;
   v.html |= olen > 5 && !strcmp(out + olen - 5, ".html");
@@ -795,5 +902,11 @@ int main(int argc, char **argv) {
     write_svg(o, &v);
   if (ferror(o) || (out && fclose(o) != 0))
     die("writing %s failed", out ? out : "stdout");
+  if (v.s.bad[0]) {
+    fprintf(stderr, "baton-viz: %s %s on %d ranks: the result is not what %s promises: %s\n",
+            v.s.algo->name, baton__coll_name(v.s.coll), v.s.n, baton__coll_name(v.s.coll),
+            v.s.bad);
+    return 1;
+  }
   return 0;
 }
