@@ -13,8 +13,11 @@
  * a collective, so a communicator with any TCP link is priced with TCP's
  * costs; else the ring with the shared-memory ring channels' and the other
  * algorithms with the pair channels'. When a host runs more ranks than it
- * has cores, every message may wait for the scheduler: alpha grows by
- * `oversub` for each rank per core beyond one.
+ * has cores, every message may wait for the scheduler and the copies share
+ * the cores: alpha grows by `oversub` for each rank per core beyond one,
+ * and beta and gamma in proportion to the ranks per core. The formulas are
+ * the textbook's; baton__select_predict adds what this executor pays on
+ * top (its rounds, hier's fold).
  *
  * Every rank must pick the same algorithm for a call, or the job hangs. A
  * decision depends only on (collective, bytes, N, topology, costs), and
