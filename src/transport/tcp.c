@@ -79,8 +79,10 @@ struct tcp_conn {
   int failed;     /* a socket error: conn.why says what */
   uint8_t *kind;       /* per slot: BATON__FRAME_DATA or _ABORT */
   int abort_rc;        /* the peer sent an abort frame: its code ... */
+  uint64_t abort_seq;  /* ... the call it failed in ... */
   char abort_msg[384]; /* ... and what it said */
   int relayed;         /* failed because of an abort frame */
+  double abort_seen;   /* when a wait first saw an abort from a later call */
 };
 
 struct baton__tcp {
@@ -207,11 +209,29 @@ static int relay(tcp_conn_t *c, tcp_conn_t *from) {
   return from->abort_rc;
 }
 
-/* A connection whose peer has sent an abort frame, if any. */
-static tcp_conn_t *aborted_peer(baton__tcp_t *t) {
-  for (int i = 0; i < t->nall; i++)
-    if (t->all[i]->abort_rc)
-      return t->all[i];
+/* How long a broken connection waits for a peer's explanation (an abort
+ * frame relayed along another connection) before it is reported as is. */
+#ifndef EXPLAIN_S /* the fuzz target sets 0 */
+#define EXPLAIN_S 0.1
+#endif
+
+/* A connection whose peer has sent an abort frame, if any. With `now`
+ * set, an abort from a call this rank has not reached yet (the peer went
+ * on and failed later, while this rank still finishes an earlier call whose
+ * data may be on its way) counts only once it is EXPLAIN_S old. */
+static tcp_conn_t *aborted_peer(baton__tcp_t *t, double now) {
+  for (int i = 0; i < t->nall; i++) {
+    tcp_conn_t *c = t->all[i];
+    if (!c->abort_rc)
+      continue;
+    if (now > 0 && t->sig && c->abort_seq > t->sig->seq) {
+      if (c->abort_seen == 0)
+        c->abort_seen = now;
+      if (now < c->abort_seen + EXPLAIN_S)
+        continue;
+    }
+    return c;
+  }
   return NULL;
 }
 
@@ -344,6 +364,7 @@ static int pull(tcp_conn_t *c, sock_t *s) {
       /* Queued behind the data before it; failing waits until this rank
        * reaches it, or finds nothing else to wait for (wait_on). */
       c->abort_rc = (int)c->sig[s->frame % c->nslots].root;
+      c->abort_seq = c->sig[s->frame % c->nslots].seq;
       snprintf(c->abort_msg, sizeof c->abort_msg, "reported a failure: %.*s",
                (int)c->len[s->frame % c->nslots], slot_of(c, s->frame));
     }
@@ -377,13 +398,6 @@ static int ready(const tcp_conn_t *c) {
 
 static int flushed(const tcp_conn_t *c) { return c->wire == c->user; }
 
-/* Drives every connection until cond(c) holds, the deadline passes or a
- * connection fails. */
-/* How long a broken connection waits for a peer's explanation (an abort
- * frame relayed along another connection) before it is reported as is. */
-#ifndef EXPLAIN_S /* the fuzz target sets 0 */
-#define EXPLAIN_S 0.1
-#endif
 
 /* A wait this long pings the peers it sends to (see ping_idle). */
 #define PING_S 0.2
@@ -437,10 +451,10 @@ static int wait_on(tcp_conn_t *c, int (*cond)(const tcp_conn_t *), const char *w
       rc = conn_fail(bad = c, BATON_EREMOTE, "closed the connection while this rank waited %s",
                      what);
     /* Nothing to do here but a peer has given up: so does this rank. */
-    tcp_conn_t *ab = aborted_peer(t);
+    now = baton__now();
+    tcp_conn_t *ab = aborted_peer(t, now);
     if (ab)
       return relay(c, ab);
-    now = baton__now();
     if (rc && explain_by == 0)
       explain_by = now + EXPLAIN_S;
     if (rc && (bad->relayed || now >= explain_by || rc != BATON_EREMOTE)) {
@@ -990,7 +1004,8 @@ void baton__tcp_poison(baton__tcp_t *t, int rc, const char *msg) {
         /* Best effort: the frame goes out only if the socket takes it whole. */
         uint8_t hdr[BATON__FRAME_HDR];
         baton__frame_t f = {.comm_id = t->comm_id, .frame = (uint32_t)s->frame, .len = n,
-                            .kind = BATON__FRAME_ABORT, .sig = {.root = rc}};
+                            .kind = BATON__FRAME_ABORT,
+                            .sig = {.root = rc, .seq = t->sig ? t->sig->seq : 0}};
         baton__frame_pack(hdr, &f);
         struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)msg, n}};
         if (writev(s->fd, iov, 2) < 0) {
@@ -1015,7 +1030,7 @@ void baton__tcp_shutdown(baton__tcp_t *t) {
 int baton__tcp_check(baton__tcp_t *t, char *why, size_t whylen) {
   tcp_conn_t *bad = NULL;
   int rc = t ? progress(t, &bad) : 0;
-  tcp_conn_t *ab = t ? aborted_peer(t) : NULL;
+  tcp_conn_t *ab = t ? aborted_peer(t, baton__now()) : NULL;
   if (ab) {
     snprintf(why, whylen, "rank %d (host %.40s): %.300s", ab->conn.peer, t->hosts[ab->conn.peer],
              ab->abort_msg);
