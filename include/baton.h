@@ -171,6 +171,75 @@ int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
 int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                     baton_dtype_t dtype, int root, baton_comm_t *comm);
 
+/*
+ * The reduction over all ranks of sendbuf (count elements) lands in root's
+ * recvbuf. Every rank reads its sendbuf; only the root writes recvbuf, so
+ * the others may pass NULL. In place on the root when sendbuf == recvbuf.
+ * root outside [0, size) is BATON_EINVAL.
+ */
+int baton_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                 baton_dtype_t dtype, baton_op_t op, int root,
+                 baton_comm_t *comm);
+
+/*
+ * Every rank sends `count` elements to every rank: sendbuf and recvbuf hold
+ * size * count elements, block q of rank r's sendbuf lands in block r of
+ * rank q's recvbuf (block q: elements [q * count, (q + 1) * count)).
+ * In place when sendbuf == recvbuf: baton then first copies the input into
+ * its scratch memory, so that costs one more pass over the buffer and
+ * size * count elements of scratch, which BATON_SCRATCH_BYTES bounds
+ * (BATON_ENOMEM past it). Buffers that overlap otherwise are undefined.
+ */
+int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                   baton_dtype_t dtype, baton_comm_t *comm);
+
+/*
+ * Rank r's sendbuf (sendcount elements) lands at recvbuf + r * sendcount
+ * elements on the root, whose recvbuf holds size * sendcount elements.
+ * Only the root writes recvbuf; the others may pass NULL. In place on the
+ * root when sendbuf == recvbuf + root * sendcount elements (its block is
+ * already where it belongs). root outside [0, size) is BATON_EINVAL.
+ */
+int baton_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                 baton_dtype_t dtype, int root, baton_comm_t *comm);
+
+/*
+ * The root's sendbuf holds size * recvcount elements; block r (elements
+ * [r * recvcount, (r + 1) * recvcount)) lands in rank r's recvbuf. Only the
+ * root reads sendbuf; the others may pass NULL. In place on the root when
+ * recvbuf == sendbuf + root * recvcount elements. root outside [0, size)
+ * is BATON_EINVAL.
+ */
+int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                  baton_dtype_t dtype, int root, baton_comm_t *comm);
+
+/*
+ * Allgather with a count per rank: rank r's sendbuf (sendcount elements)
+ * lands at recvbuf + displs[r] elements on every rank, recvcounts[r]
+ * elements long; recvcounts and displs hold size entries, the same on
+ * every rank, and recvcounts[rank] must equal sendcount. Elements of
+ * recvbuf outside the blocks are left untouched; blocks that overlap are
+ * undefined. Counts of 0 are legal, for one rank or all. In place when
+ * sendbuf == recvbuf + displs[rank] elements. NULL recvcounts or displs,
+ * or recvcounts[rank] != sendcount, is BATON_EINVAL.
+ */
+int baton_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                     const size_t *recvcounts, const size_t *displs,
+                     baton_dtype_t dtype, baton_comm_t *comm);
+
+/*
+ * Reduce-scatter with a count per rank: sendbuf holds the sum of
+ * recvcounts elements, block r starting after the blocks of ranks 0..r-1;
+ * rank r receives in recvbuf (recvcounts[r] elements) the reduction over
+ * all ranks of block r. recvcounts holds size entries, the same on every
+ * rank; counts of 0 are legal (recvbuf may then be NULL). In place when
+ * recvbuf == sendbuf + recvcounts[0] + ... + recvcounts[rank - 1]
+ * elements. NULL recvcounts is BATON_EINVAL.
+ */
+int baton_reduce_scatterv(const void *sendbuf, void *recvbuf,
+                          const size_t *recvcounts, baton_dtype_t dtype,
+                          baton_op_t op, baton_comm_t *comm);
+
 /* Returns once every rank has entered the barrier. */
 int baton_barrier(baton_comm_t *comm);
 

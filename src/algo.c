@@ -72,11 +72,20 @@ static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
 #define BIT(c) (1u << BATON__COLL_##c)
 #define FLAT_COLLS (BIT(ALLREDUCE) | BIT(REDUCE_SCATTER) | BIT(ALLGATHER) | BIT(BROADCAST))
 #define RING_COLLS (FLAT_COLLS | BIT(REDUCE) | BIT(ALLGATHERV) | BIT(REDUCE_SCATTERV))
+#define RHD_COLLS (BIT(ALLREDUCE) | BIT(REDUCE_SCATTER) | BIT(REDUCE_SCATTERV))
+#define RD_COLLS (BIT(ALLREDUCE) | BIT(ALLGATHER) | BIT(ALLGATHERV))
+#define TREE_COLLS (BIT(ALLREDUCE) | BIT(BROADCAST) | BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER))
+#define NAIVE_COLLS (RING_COLLS | BIT(GATHER) | BIT(SCATTER))
 
 static const baton__algo_t algos[] = {
     {"ring", RING_COLLS, "ring", ring_max_steps, ring_build},
     {"flat", FLAT_COLLS, "ring", flat_max_steps, flat_build},
+    {"pairwise", BIT(ALLTOALL), "ring", baton__pairwise_max_steps, baton__pairwise_build},
+    {"tree", TREE_COLLS, "tree", baton__tree_max_steps, baton__tree_schedule},
+    {"naive", NAIVE_COLLS, "tree", baton__naive_max_steps, baton__naive_schedule},
     {"hier", BIT(ALLREDUCE), "ring", ring_max_steps, hier_build},
+    {"rhd", RHD_COLLS, "ring", baton__rhd_max_steps, baton__rhd_schedule},
+    {"rd", RD_COLLS, "ring", baton__rd_max_steps, baton__rd_schedule},
 };
 
 const baton__algo_t *baton__algos(int *n) {

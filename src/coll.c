@@ -30,7 +30,9 @@ const char *baton_op_name(baton_op_t op) {
 }
 
 /* A call's arguments; op is BATON_OP_COUNT for collectives without one and
- * `blocks` is how many `count`-sized blocks the largest buffer holds. */
+ * `blocks` is how many `count`-sized blocks the largest buffer holds. A
+ * v-variant's count is the sum of its counts, which the signature carries
+ * so that ranks passing different counts show up as a mismatch. */
 typedef struct {
   const char *name;
   const void *sendbuf;
@@ -38,11 +40,13 @@ typedef struct {
   size_t count, blocks;
   baton_dtype_t dtype;
   baton_op_t op;
-  int root; /* NO_ROOT for collectives without one */
+  int root;         /* NO_ROOT for collectives without one */
+  size_t stage;     /* bytes of input to copy to scratch first (in-place alltoall) */
 } call_t;
 #define NO_ROOT INT_MIN
 
-static int validate(baton_comm_t *comm, const call_t *c) {
+/* The checks that need no buffer: comm, dtype, op, size and root. */
+static int validate_args(baton_comm_t *comm, const call_t *c) {
   if (!comm) {
     BATON_WARN(COLL, "%s: comm is NULL", c->name);
     return BATON_EINVAL;
@@ -59,14 +63,28 @@ static int validate(baton_comm_t *comm, const call_t *c) {
   if (c->root != NO_ROOT && (c->root < 0 || c->root >= comm->size))
     return baton__fail(comm, BATON_EINVAL, "%s: root %d is not a rank of this communicator "
                        "(size %d)", c->name, c->root, comm->size);
-  int reads_send = c->root == NO_ROOT || c->root == comm->rank;
-  if (c->count > 0 && !c->sendbuf && reads_send)
-    return baton__fail(comm, BATON_EINVAL, "%s: sendbuf is NULL with count %zu", c->name,
-                       c->count);
-  if (c->count > 0 && !c->recvbuf)
-    return baton__fail(comm, BATON_EINVAL, "%s: recvbuf is NULL with count %zu", c->name,
-                       c->count);
   return BATON_OK;
+}
+
+/* A buffer this rank reads (or writes) n > 0 elements of must be there. */
+static int check_buffers(baton_comm_t *comm, const call_t *c, size_t send_n, size_t recv_n) {
+  if (send_n > 0 && !c->sendbuf)
+    return baton__fail(comm, BATON_EINVAL, "%s: sendbuf is NULL with count %zu", c->name,
+                       send_n);
+  if (recv_n > 0 && !c->recvbuf)
+    return baton__fail(comm, BATON_EINVAL, "%s: recvbuf is NULL with count %zu", c->name,
+                       recv_n);
+  return BATON_OK;
+}
+
+/* The core collectives: every rank writes recvbuf and reads sendbuf, except
+ * that only the root reads it in a rooted one. */
+static int validate(baton_comm_t *comm, const call_t *c) {
+  int rc = validate_args(comm, c);
+  if (rc)
+    return rc;
+  int reads_send = c->root == NO_ROOT || c->root == comm->rank;
+  return check_buffers(comm, c, reads_send ? c->count : 0, c->count);
 }
 
 /* BATON_TRACE: the finished collective's lines (trace.c). */
@@ -90,11 +108,60 @@ static const baton__algo_t *ring_algo(void) {
   return ring;
 }
 
+/* The selected algorithm, or any that serves coll when the selection's
+ * does not: a collective must never run a schedule built for another. */
+static const baton__algo_t *serving(baton_comm_t *comm, baton__coll_t coll, size_t count,
+                                    size_t es) {
+  const baton__algo_t *algo = baton__select(comm, coll, count, es);
+  if (algo && algo->colls & (1u << coll))
+    return algo;
+  int n;
+  const baton__algo_t *all = baton__algos(&n);
+  for (int i = 0; i < n; i++)
+    if (all[i].colls & (1u << coll) && strcmp(all[i].name, "flat") != 0)
+      return &all[i];
+  return NULL;
+}
+
+/* Size 1: each chunk from the input to the output, where they differ. */
+static void run_local(const baton_comm_t *comm, const call_t *c, size_t es) {
+  for (int r = 0; r < comm->size; r++)
+    if (comm->len[r] && comm->in_off[r] != BATON__NO_OUT && comm->out_off[r] != BATON__NO_OUT &&
+        (const char *)c->sendbuf + comm->in_off[r] * es !=
+            (char *)c->recvbuf + comm->out_off[r] * es)
+      memmove((char *)c->recvbuf + comm->out_off[r] * es,
+              (const char *)c->sendbuf + comm->in_off[r] * es, comm->len[r] * es);
+}
+
+/* Builds the schedule, reserves its scratch (WORK, then the staged input
+ * past it) and runs it. */
+static int run_sched(baton_comm_t *comm, const call_t *c, baton__coll_t coll,
+                     const baton__algo_t *algo, baton__exec_args_t *a) {
+  size_t es = dtype_sizes[c->dtype];
+  baton__schedule_on(&comm->sched, coll, algo, comm->rank, comm->size, c->count,
+                     c->root == NO_ROOT ? 0 : c->root, comm->order);
+  size_t work = baton__sched_work_bytes(comm, es);
+  size_t stage_at = (work + 63) & ~(size_t)63;
+  if ((work || c->stage) && baton__work_reserve(comm, stage_at + c->stage) != 0)
+    return baton__fail(comm, BATON_ENOMEM, "%s: %s needs %zu bytes of scratch memory%s, more "
+                       "than BATON_SCRATCH_BYTES allows or the system gives", c->name,
+                       comm->sched.algo, stage_at + c->stage,
+                       c->stage ? " (in place: a copy of the input)" : "");
+  if (c->stage) {
+    memcpy(comm->work + stage_at, c->sendbuf, c->stage);
+    a->in = comm->work + stage_at;
+  }
+  return baton__exec(comm, a);
+}
+
 static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   size_t es = dtype_sizes[c->dtype];
   int rc;
-  const baton__algo_t *algo = baton__select(comm, coll, c->count, es);
-  int flat = strcmp(algo->name, "flat") == 0;
+  const baton__algo_t *algo = serving(comm, coll, c->count, es);
+  if (!algo && comm->size > 1 && c->count > 0) /* before the sequence number moves */
+    return baton__fail(comm, BATON_EUSAGE, "%s: no algorithm of this build serves %s",
+                       c->name, c->name);
+  int flat = algo && strcmp(algo->name, "flat") == 0;
   comm->seq++;
   comm->sig = (baton__sig_t){.seq = comm->seq, .count = c->count,
                              .root = c->root == NO_ROOT ? -1 : c->root, .coll = (uint8_t)coll,
@@ -106,12 +173,11 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   BATON_INFO(COLL, "%s #%llu: count %zu %s %s, algo %s", c->name,
              (unsigned long long)comm->seq, c->count, dtype_names[c->dtype],
              c->op == BATON_OP_COUNT ? "-" : op_names[c->op],
-             comm->size == 1 ? "local" : algo->name);
+             comm->size == 1 || !algo ? "local" : algo->name);
   if (c->count == 0)
     return BATON_OK;
   if (comm->size == 1) {
-    if (c->recvbuf != c->sendbuf)
-      memcpy(c->recvbuf, c->sendbuf, c->count * es);
+    run_local(comm, c, es);
     return BATON_OK;
   }
   baton__exec_args_t a = {.in = c->sendbuf, .out = c->recvbuf, .elsize = es,
@@ -127,15 +193,7 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
       baton__trace_step_end(comm->trace, 0);
   } else {
     /* The same table of algorithms that baton-viz and the tracer draw. */
-    baton__schedule_on(&comm->sched, coll, algo, comm->rank, comm->size, c->count,
-                       c->root == NO_ROOT ? 0 : c->root, comm->order);
-    size_t work = baton__sched_work_bytes(comm, es);
-    if (work && baton__work_reserve(comm, work) != 0)
-      rc = baton__fail(comm, BATON_ENOMEM, "%s: %s needs %zu bytes of scratch memory, more "
-                       "than BATON_SCRATCH_BYTES allows or the system gives", c->name,
-                       comm->sched.algo, work);
-    else
-      rc = baton__exec(comm, &a);
+    rc = run_sched(comm, c, coll, algo, &a);
   }
   if (comm->trace)
     trace_end(comm, c, coll, flat, rc);
@@ -144,7 +202,7 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
 
 int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
                     baton_op_t op, baton_comm_t *comm) {
-  call_t c = {"allreduce", sendbuf, recvbuf, count, 1, dtype, op, NO_ROOT};
+  call_t c = {"allreduce", sendbuf, recvbuf, count, 1, dtype, op, NO_ROOT, 0};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -159,7 +217,7 @@ int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtyp
 int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                          baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm) {
   call_t c = {"reduce_scatter", sendbuf, recvbuf, recvcount, comm ? (size_t)comm->size : 1,
-              dtype, op, NO_ROOT};
+              dtype, op, NO_ROOT, 0};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -174,7 +232,7 @@ int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
                     baton_comm_t *comm) {
   call_t c = {"allgather", sendbuf, recvbuf, sendcount, comm ? (size_t)comm->size : 1,
-              dtype, BATON_OP_COUNT, NO_ROOT};
+              dtype, BATON_OP_COUNT, NO_ROOT, 0};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -188,7 +246,7 @@ int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_
 
 int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
                     int root, baton_comm_t *comm) {
-  call_t c = {"broadcast", sendbuf, recvbuf, count, 1, dtype, BATON_OP_COUNT, root};
+  call_t c = {"broadcast", sendbuf, recvbuf, count, 1, dtype, BATON_OP_COUNT, root, 0};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -199,6 +257,149 @@ int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtyp
   if (comm->rank != root)
     c.sendbuf = c.recvbuf; /* only the root's input is read */
   return run(comm, &c, BATON__COLL_BROADCAST);
+}
+
+/* One chunk, `root`, holds the whole buffer (schedule.h). A non-root has
+ * no output: what it passes on towards the root lives in scratch. */
+int baton_reduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                 baton_op_t op, int root, baton_comm_t *comm) {
+  call_t c = {"reduce", sendbuf, recvbuf, count, 1, dtype, op, root, 0};
+  int rc = validate_args(comm, &c);
+  if (rc || (rc = check_buffers(comm, &c, count, comm->rank == root ? count : 0)))
+    return rc;
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = comm->out_off[r] = comm->work_off[r] = 0;
+    comm->len[r] = r == root ? count : 0;
+  }
+  if (comm->rank != root)
+    comm->out_off[root] = BATON__NO_OUT;
+  return run(comm, &c, BATON__COLL_REDUCE);
+}
+
+/* Chunk c is the block to rank c in the input and the block from rank c in
+ * the output (schedule.h), at the same offset in both. */
+int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                   baton_comm_t *comm) {
+  call_t c = {"alltoall", sendbuf, recvbuf, count, comm ? (size_t)comm->size : 1, dtype,
+              BATON_OP_COUNT, NO_ROOT, 0};
+  int rc = validate(comm, &c);
+  if (rc)
+    return rc;
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = comm->out_off[r] = comm->work_off[r] = (size_t)r * count;
+    comm->len[r] = count;
+  }
+  /* In place, a block received could overwrite one not yet sent. */
+  if (sendbuf == recvbuf && comm->size > 1)
+    c.stage = (size_t)comm->size * count * dtype_sizes[dtype];
+  return run(comm, &c, BATON__COLL_ALLTOALL);
+}
+
+/* Chunk c is rank c's block: this rank's own in its input, all of them in
+ * the root's output; a non-root keeps in scratch the blocks it forwards. */
+int baton_gather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                 int root, baton_comm_t *comm) {
+  call_t c = {"gather", sendbuf, recvbuf, sendcount, comm ? (size_t)comm->size : 1, dtype,
+              BATON_OP_COUNT, root, 0};
+  int rc = validate_args(comm, &c);
+  if (rc || (rc = check_buffers(comm, &c, sendcount, comm->rank == root ? sendcount : 0)))
+    return rc;
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
+    comm->work_off[r] = (size_t)r * sendcount;
+    comm->out_off[r] = comm->rank == root ? (size_t)r * sendcount : BATON__NO_OUT;
+    comm->len[r] = sendcount;
+  }
+  return run(comm, &c, BATON__COLL_GATHER);
+}
+
+/* Chunk c is rank c's block: all of them in the root's input, this rank's
+ * own in its output; the others a rank forwards live in scratch. */
+int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                  int root, baton_comm_t *comm) {
+  call_t c = {"scatter", sendbuf, recvbuf, recvcount, comm ? (size_t)comm->size : 1, dtype,
+              BATON_OP_COUNT, root, 0};
+  int rc = validate(comm, &c);
+  if (rc)
+    return rc;
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = comm->rank == root ? (size_t)r * recvcount : BATON__NO_OUT;
+    comm->work_off[r] = (size_t)r * recvcount;
+    comm->out_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
+    comm->len[r] = recvcount;
+  }
+  if (comm->rank != root)
+    c.sendbuf = c.recvbuf; /* only the root's input is read */
+  return run(comm, &c, BATON__COLL_SCATTER);
+}
+
+/* Checks a v-variant's counts (and displacements, when given): present,
+ * and every block inside the address space. *total is the sum of the
+ * counts, *extent the elements the blocks span. */
+static int check_counts(baton_comm_t *comm, const call_t *c, const size_t *counts,
+                        const size_t *displs, int need_displs, size_t *total,
+                        size_t *extent) {
+  if (!counts)
+    return baton__fail(comm, BATON_EINVAL, "%s: recvcounts is NULL", c->name);
+  if (need_displs && !displs)
+    return baton__fail(comm, BATON_EINVAL, "%s: displs is NULL", c->name);
+  size_t most = (size_t)PTRDIFF_MAX / dtype_sizes[c->dtype];
+  *total = *extent = 0;
+  for (int r = 0; r < comm->size; r++) {
+    size_t at = displs ? displs[r] : *total;
+    if (counts[r] > most || *total > most - counts[r] || (counts[r] && at > most - counts[r]))
+      return baton__fail(comm, BATON_EINVAL, "%s: recvcounts[%d] = %zu%s%zu of %s overflows "
+                         "the address space", c->name, r, counts[r],
+                         displs ? " at displs = " : " after ", at, dtype_names[c->dtype]);
+    *total += counts[r];
+    if (counts[r] && at + counts[r] > *extent)
+      *extent = at + counts[r];
+  }
+  return BATON_OK;
+}
+
+/* Chunk c is rank c's block, recvcounts[c] long at displs[c] in every
+ * output, as allgather's but with a count per rank. */
+int baton_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                     const size_t *recvcounts, const size_t *displs, baton_dtype_t dtype,
+                     baton_comm_t *comm) {
+  call_t c = {"allgatherv", sendbuf, recvbuf, sendcount, 1, dtype, BATON_OP_COUNT, NO_ROOT, 0};
+  size_t total = 0, extent = 0;
+  int rc = validate_args(comm, &c);
+  if (rc || (rc = check_counts(comm, &c, recvcounts, displs, 1, &total, &extent)))
+    return rc;
+  if (recvcounts[comm->rank] != sendcount)
+    return baton__fail(comm, BATON_EINVAL, "allgatherv: recvcounts[%d] = %zu differs from "
+                       "this rank's sendcount %zu", comm->rank, recvcounts[comm->rank],
+                       sendcount);
+  if ((rc = check_buffers(comm, &c, sendcount, extent)))
+    return rc;
+  for (int r = 0; r < comm->size; r++) {
+    comm->in_off[r] = r == comm->rank ? 0 : BATON__NO_OUT;
+    comm->out_off[r] = comm->work_off[r] = displs[r];
+    comm->len[r] = recvcounts[r];
+  }
+  c.count = total;
+  return run(comm, &c, BATON__COLL_ALLGATHERV);
+}
+
+/* Chunk c is block c of the input, recvcounts[c] long, as reduce_scatter's
+ * but with a count per rank; this rank's lands in its output. */
+int baton_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recvcounts,
+                          baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm) {
+  call_t c = {"reduce_scatterv", sendbuf, recvbuf, 0, 1, dtype, op, NO_ROOT, 0};
+  size_t total = 0, extent = 0;
+  int rc = validate_args(comm, &c);
+  if (rc || (rc = check_counts(comm, &c, recvcounts, NULL, 0, &total, &extent)) ||
+      (rc = check_buffers(comm, &c, total, recvcounts[comm->rank])))
+    return rc;
+  for (size_t r = 0, at = 0; r < (size_t)comm->size; at += recvcounts[r++]) {
+    comm->in_off[r] = comm->work_off[r] = at;
+    comm->out_off[r] = (int)r == comm->rank ? 0 : BATON__NO_OUT;
+    comm->len[r] = recvcounts[r];
+  }
+  c.count = total;
+  return run(comm, &c, BATON__COLL_REDUCE_SCATTERV);
 }
 
 /* Without shared memory between all ranks the barrier is a ring allgather

@@ -290,6 +290,7 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
 
 static void free_comm(baton_comm_t *c) {
   baton__trace_close(c->trace);
+  baton__select_free(c);
   baton__shm_destroy(c->shm);
   baton__tcp_destroy(c->tcp);
   if (c->store)
@@ -630,6 +631,8 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
   if (c->params.tcp_segment_bytes < c->stream_slot_bytes)
     c->stream_slot_bytes = c->params.tcp_segment_bytes;
   c->stream_slot_bytes = c->stream_slot_bytes / 64 * 64;
+  if ((rc = baton__select_init(c, err, errlen)) != 0)
+    goto fail;
   if (c->shm)
     baton__shm_watch(c->shm, &c->watch);
   baton__tcp_watch(c->tcp, &c->watch);

@@ -28,6 +28,7 @@ struct baton_comm {
   int nhosts;
   baton__sched_t sched;          /* reused by every collective */
   const baton__algo_t *forced[BATON__COLL_COUNT]; /* BATON_ALGO, NULL: choose */
+  struct baton__select_state *select; /* link costs and cached decisions (select.c) */
   size_t *in_off, *out_off, *len; /* per-chunk layout, reused */
   size_t *work_off;              /* per chunk: where in `work` it lives without an output */
   char *work;                    /* scratch memory, grown on demand (baton__work_reserve) */
@@ -91,6 +92,10 @@ int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err,
  * the call, else the cost model's choice. Logs why at INFO. */
 const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                    size_t elsize);
+/* After the connections: the link costs (rank 0's tune file, shared through
+ * the store) and the empty cache of decisions; and their release. */
+int baton__select_init(baton_comm_t *comm, char *err, size_t errlen);
+void baton__select_free(baton_comm_t *comm);
 
 /* The flat algorithm (coll/flat.c): whether it can serve this call, and the
  * call itself. count is the per-rank count of the public call. */

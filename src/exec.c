@@ -291,6 +291,22 @@ static int recv_stream(run_t *r, const baton__step_t *st) {
   return 0;
 }
 
+/* A step that receives into chunks it has just sent (recursive doubling's
+ * allreduce: both partners exchange the whole buffer) must not write them
+ * while a transport that sends from the caller's memory (TCP send_ref)
+ * may still be reading them: it waits for its send to leave first. The
+ * message fits in half the peer's slots, so the wait cannot deadlock. */
+static int flush_overlap(run_t *r, const baton__step_t *st) {
+  baton__conn_t *c = baton__conn_to(r->comm, st->send_peer);
+  if (!c->ops->send_ref || !c->ops->flush)
+    return 0;
+  int n = r->comm->size, overlap = 0;
+  for (int i = 0; i < st->recv_n && !overlap; i++)
+    overlap = (st->recv_chunk + i - st->send_chunk + n) % n < st->send_n;
+  int rc = overlap ? c->ops->flush(c) : 0;
+  return rc ? step_fail(r, rc, c) : 0;
+}
+
 static int run_round(run_t *r) {
   const baton__sched_t *s = &r->comm->sched;
   for (int i = 0; i < s->nsteps; i++) {
@@ -304,6 +320,8 @@ static int run_round(run_t *r) {
       keep_local(r, st->send_chunk, st->send_n);
     else if (st->send_peer >= 0 && !fed)
       rc = r->ring ? send_local(r, st) : send_stream(r, st);
+    if (rc == 0 && !r->ring && st->send_peer >= 0 && st->recv_peer >= 0)
+      rc = flush_overlap(r, st);
     if (rc == 0 && st->recv_peer >= 0)
       rc = r->ring ? recv_step(r, st, i + 1 < s->nsteps ? &s->steps[i + 1] : NULL)
                    : recv_stream(r, st);

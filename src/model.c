@@ -8,10 +8,20 @@
  * them at the end. Chain algorithms pipeline S = ceil(K / segment) segments
  * down a line of N ranks: N - 2 + S steps of one segment each.
  *
- * "naive" sends straight to every rank that needs the data, one message
- * per peer; "pairwise" sends the same messages in N - 1 steps that pair
- * the ranks up so that no rank receives two at once. The model does not see
+ * "naive" (naive.c) passes everything through one rank: what must be
+ * reduced or gathered goes to it, one message per peer, and the result
+ * comes back the same way, so its costs add both legs. For alltoall it
+ * sends straight to every rank that needs the data, one message per peer;
+ * "pairwise" sends the same messages in N - 1 steps that pair the ranks up
+ * so that no rank receives two at once. The model does not see
  * that contention, so the two cost the same here; measured, they do not.
+ *
+ * "flat" is one rendezvous (a): each rank copies its input into its
+ * mailbox (Kb) and reduces the others' mailboxes straight out of the
+ * shared cache, at the kernel's speed (g per byte of each). Fitted to the
+ * BATON_FLAT_BYTES sweep of docs/performance.md, this shape holds at N=2
+ * and N=4 with the same b and g; charging N Kb for the reads, as a copy
+ * through a channel would cost, made flat 2-4 times too dear.
  */
 #include <string.h>
 
@@ -57,12 +67,12 @@ static double frac(int n) { return (double)(n - 1) / n; }
 
 /* allreduce */
 FN(ar_ring, 2 * (n - 1) * A + 2 * frac(n) * B + frac(n) * G)
-FN(ar_naive, (n - 1) * (A + B + G))
+FN(ar_naive, (n - 1) * (2 * A + 2 * B + G)) /* all in to rank 0, reduced, all out again */
 FN(ar_rhd, 2 * log2p(n) * A + 2 * frac(pow2_below(n)) * B +
                frac(pow2_below(n)) * G + fold(n, k, c, 2, 1))
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
-FN(ar_flat, A + n * B + (n - 1) * G)
+FN(ar_flat, A + B + (n - 1) * G)
 /* hier: the leaders' ring over L hosts; the shared-memory fold and unfold
  * inside a host are counted as the leader's extra reductions only. */
 static double hosts_of(int n, const baton__cost_t *c) {
@@ -73,10 +83,12 @@ FN(ar_hier, 2 * (hosts_of(n, c) - 1) * A + 2 * frac((int)hosts_of(n, c)) * B +
 /* reduce_scatter: K is the input, N blocks of K/N */
 FN(rs_ring, (n - 1) * A + frac(n) * (B + G))
 FN(rs_rhd, log2p(n) * A + frac(pow2_below(n)) * (B + G) + fold(n, k, c, 1, 1))
-FN(rs_flat, A + (2 * n - 1.0) / n * B + frac(n) * G)
+FN(rs_naive, (n - 1) * (A + B + G) + (n - 1) * (A + B / n))
+FN(rs_flat, A + B + frac(n) * G)
 /* allgather: K is the output, N blocks of K/N */
 FN(ag_ring, (n - 1) * A + frac(n) * B)
 FN(ag_rd, log2p(n) * A + frac(pow2_below(n)) * B + fold(n, k, c, 1, 0))
+FN(ag_naive, (n - 1) * (A + B / n) + (n - 1) * (A + frac(n) * B))
 FN(ag_flat, A + B)
 /* broadcast and reduce: K is the buffer */
 FN(bc_naive, (n - 1) * (A + B))
@@ -93,22 +105,26 @@ FN(blocks_tree, lg(n) * A + frac(n) * B)
 
 static const baton__model_t rows[] = {
     {"allreduce", "ring", "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", ar_ring},
-    {"allreduce", "naive", "(N-1)(a + Kb + Kg)", ar_naive},
+    {"allreduce", "naive", "(N-1)(2a + 2Kb + Kg)", ar_naive},
     {"allreduce", "rhd", "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold]", ar_rhd},
     {"allreduce", "rd", "log2(P)(a + Kb + Kg) [+ fold]", ar_rd},
     {"allreduce", "tree", "2L(a + Kb) + L Kg", ar_tree},
-    {"allreduce", "flat", "a + N Kb + (N-1) Kg", ar_flat},
+    {"allreduce", "flat", "a + Kb + (N-1) Kg", ar_flat},
     {"allreduce", "hier", "2(L-1)a + 2(L-1)/L Kb + (L-1)/L Kg + (N/L-1) Kg, L hosts", ar_hier},
     {"reduce_scatter", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"reduce_scatter", "naive", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
+    {"reduce_scatter", "naive", "(N-1)(a + Kb + Kg) + (N-1)(a + Kb/N)", rs_naive},
+    {"reduce_scatterv", "naive", "(N-1)(a + Kb + Kg) + (N-1)(a + Kb/N)", rs_naive},
     {"reduce_scatter", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
     {"reduce_scatter", "pairwise", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"reduce_scatter", "flat", "a + (2N-1)/N Kb + (N-1)/N Kg", rs_flat},
+    {"reduce_scatter", "flat", "a + Kb + (N-1)/N Kg", rs_flat},
     {"allgather", "ring", "(N-1)a + (N-1)/N Kb", ag_ring},
     {"allgatherv", "ring", "(N-1)a + (N-1)/N Kb (K: all blocks; the largest sets the pace)",
      ag_ring},
     {"reduce_scatterv", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"allgather", "naive", "(N-1)a + (N-1)/N Kb", ag_ring},
+    {"reduce_scatterv", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
+    {"allgatherv", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
+    {"allgather", "naive", "(N-1)(a + Kb/N) + (N-1)(a + (N-1)/N Kb)", ag_naive},
+    {"allgatherv", "naive", "(N-1)(a + Kb/N) + (N-1)(a + (N-1)/N Kb)", ag_naive},
     {"allgather", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
     {"allgather", "pairwise", "(N-1)a + (N-1)/N Kb", ag_ring},
     {"allgather", "flat", "a + Kb", ag_flat},

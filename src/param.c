@@ -71,8 +71,8 @@ static const param_row_t rows[] = {
      "force algorithms: a name for every collective it serves (rhd) or coll:name,... "
      "(allreduce:ring,broadcast:tree); names: ring, naive, rhd, rd, tree, pairwise, flat"},
     {"BATON_TUNE_FILE", P_STRING, "", 0, 0, F(tune_file),
-     "alpha-beta-gamma costs per transport written by baton-tune (default: "
-     "$XDG_CACHE_HOME/baton/tune or ~/.cache/baton/tune when it exists)"},
+     "alpha-beta-gamma costs per link (shm, pair, tcp) written by baton-tune, read by rank 0 "
+     "(default: $XDG_CACHE_HOME/baton/tune or ~/.cache/baton/tune when it exists)"},
     {"BATON_TRACE", P_STRING, "", 0, 0, F(trace),
      "file to write a JSON line per step of every collective to, %r = rank (docs/trace.md)"},
     {"BATON_SECRET", P_SECRET, "", 0, 0, F(secret),

@@ -143,10 +143,32 @@ void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
 void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                            const int *order, int root);
 
+/* Pairwise exchange (coll/pairwise.c), for alltoall: N - 1 steps, in each
+ * of which every rank sends one block and receives one. */
+int baton__pairwise_max_steps(int size);
+void baton__pairwise_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                           size_t count, int root, const int *order);
+
+/* Binomial tree (tree.c) and the hub-and-spokes baseline (naive.c): the
+ * builders of their rows in algo.c's table, and their step counts. */
+void baton__tree_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                          size_t count, int root, const int *order);
+int baton__tree_max_steps(int size);
+void baton__naive_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                           size_t count, int root, const int *order);
+int baton__naive_max_steps(int size);
 /* Hierarchical allreduce (hier.c): fold into one leader per host, ring
  * among the leaders, unfold. Steps capacity must be >= 2 * size. */
 void baton__hier_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
                           const int *order);
+/* Recursive halving-doubling (rhd.c): allreduce, reduce_scatter(v). */
+int baton__rhd_max_steps(int size);
+void baton__rhd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                         size_t count, int root, const int *order);
+/* Recursive doubling (rd.c): allreduce, allgather(v). */
+int baton__rd_max_steps(int size);
+void baton__rd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                        size_t count, int root, const int *order);
 
 /* ---- The algorithms, as one table (algo.c): the one place the tracer, the
  * diagram tool, the cost model and the tests ask for a schedule. A new

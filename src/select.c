@@ -4,12 +4,460 @@
  * BATON_ALGO forces a choice, for every collective an algorithm serves
  * ("rhd") or per collective ("allreduce:ring,broadcast:tree"); it is parsed
  * once, at init, and an unknown name is an error there. Otherwise, and
- * where the forced algorithm cannot serve a call, the cost model picks.
+ * where the forced algorithm cannot serve a call, the cost model picks:
+ * every algorithm of the table that serves the collective is priced with
+ * its formula (model.c) and the costs of the communicator's links, and the
+ * cheapest wins.
+ *
+ * The costs (select.h): one line per kind of link. The slowest link paces
+ * a collective, so a communicator with any TCP link is priced with TCP's
+ * costs; else the ring with the shared-memory ring channels' and the other
+ * algorithms with the pair channels'. When a host runs more ranks than it
+ * has cores, every message may wait for the scheduler: alpha grows by
+ * `oversub` for each rank per core beyond one.
+ *
+ * Every rank must pick the same algorithm for a call, or the job hangs. A
+ * decision depends only on (collective, bytes, N, topology, costs), and
+ * rank 0 reads the tune file and hands its costs to the others through the
+ * store, so all ranks price with the same numbers. Decisions are cached by
+ * exact size, one per power of two per collective, so a run of calls of
+ * one size pays one compare; BATON_DEBUG=INFO prints each decision with
+ * the predicted times once per (collective, power of two).
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "comm.h"
+#include "select.h"
+
+const char *const baton__link_names[BATON__LINK_COUNT] = {"shm", "pair", "tcp"};
+
+/* The built-in costs, fitted to this project's measurements on its
+ * development machine (a 2-core VM) when it was quiet (the sweeps of
+ * docs/performance.md; docs/algorithms.md shows the arithmetic):
+ *  - shm: 1 KiB ring allreduce on 2 ranks, 1.18 us for 2 steps: alpha
+ *    0.55 us. Per byte, the ring's slope is beta + gamma/2 = 0.10 ns/B
+ *    between 16 KiB and 256 KiB and 0.14 ns/B at 128 MiB: beta 0.11 ns/B.
+ *    4 ranks on the 2 cores, 41.4 us for 6 steps: 6.9 us a step, so
+ *    oversub 6.3 us; the slopes there are about twice N=2's (1.5-2x), as
+ *    beta * ranks per core has them;
+ *  - gamma: baton-tune's float32 sum on 64 KiB in cache, 0.014 ns/B, and
+ *    flat's slopes at N=2 and N=4 (K(beta + (N-1) gamma)) give 0.0085;
+ *  - pair: the stream path's 64 KiB pieces, assumed dearer than the ring's
+ *    channels until baton-tune measures them;
+ *  - tcp: 8 B ring allreduce on 4 emulated hosts (scripts/cluster.sh,
+ *    1 Gbit/s links), 157 us for 6 steps: alpha 26 us; 119.5 MB/s: beta
+ *    8.4 ns/B. The slowest network baton is tested on; loopback TCP is
+ *    faster (baton-tune measures it). */
+void baton__link_defaults(baton__link_cost_t cost[BATON__LINK_COUNT]) {
+  cost[BATON__LINK_SHM] = (baton__link_cost_t){.alpha = 0.55e-6, .beta = 0.11e-9,
+                                               .gamma = 0.015e-9, .oversub = 6.3e-6};
+  cost[BATON__LINK_PAIR] = (baton__link_cost_t){.alpha = 0.8e-6, .beta = 0.15e-9,
+                                                .gamma = 0.015e-9, .oversub = 6.3e-6};
+  cost[BATON__LINK_TCP] = (baton__link_cost_t){.alpha = 26e-6, .beta = 8.4e-9,
+                                               .gamma = 0.015e-9, .oversub = 6.3e-6};
+}
+
+/* ------------------------------------------------------------ tune file */
+
+void baton__tune_path(const char *knob, char *path, size_t len) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (knob && knob[0])
+    snprintf(path, len, "%s", knob);
+  else if (xdg && xdg[0])
+    snprintf(path, len, "%s/baton/tune", xdg);
+  else
+    snprintf(path, len, "%s/.cache/baton/tune", home && home[0] ? home : ".");
+}
+
+/* "shm alpha=5e-07 beta=1e-10 gamma=1e-10 oversub=6e-06": 0, or -1. */
+static int parse_line(char *line, baton__link_cost_t cost[BATON__LINK_COUNT]) {
+  char *save = NULL, *word = strtok_r(line, " \t\r\n", &save);
+  int link = -1;
+  for (int l = 0; word && l < BATON__LINK_COUNT; l++)
+    if (strcmp(word, baton__link_names[l]) == 0)
+      link = l;
+  if (link < 0)
+    return -1;
+  baton__link_cost_t c = cost[link];
+  while ((word = strtok_r(NULL, " \t\r\n", &save))) {
+    char *eq = strchr(word, '='), *end;
+    if (!eq)
+      return -1;
+    *eq = '\0';
+    errno = 0;
+    double v = strtod(eq + 1, &end);
+    if (errno || end == eq + 1 || *end || !(v >= 0 && v < 1))
+      return -1;
+    if (strcmp(word, "alpha") == 0)
+      c.alpha = v;
+    else if (strcmp(word, "beta") == 0)
+      c.beta = v;
+    else if (strcmp(word, "gamma") == 0)
+      c.gamma = v;
+    else if (strcmp(word, "oversub") == 0)
+      c.oversub = v;
+    else
+      return -1;
+  }
+  cost[link] = c;
+  return 0;
+}
+
+int baton__tune_read(const char *path, baton__link_cost_t cost[BATON__LINK_COUNT], char *why,
+                     size_t whylen) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno == ENOENT)
+      return 0;
+    snprintf(why, whylen, "%s: %s", path, strerror(errno));
+    return -1;
+  }
+  char line[512];
+  int rc = 1;
+  for (int no = 1; rc == 1 && fgets(line, sizeof line, f); no++) {
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", line);
+    copy[strcspn(copy, "\r\n")] = '\0';
+    size_t skip = strspn(line, " \t");
+    if (line[skip] == '#' || line[skip] == '\n' || line[skip] == '\0')
+      continue;
+    if (parse_line(line, cost) != 0) {
+      snprintf(why, whylen, "%s:%d: \"%.200s\" is not \"LINK key=value ...\" with LINK "
+               "shm, pair or tcp, keys alpha, beta, gamma, oversub and values in [0, 1) "
+               "seconds", path, no, copy);
+      rc = -1;
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+void baton__tune_print(FILE *f, const baton__link_cost_t cost[BATON__LINK_COUNT],
+                       const char *comment) {
+  fprintf(f, "# %s\n# link: alpha s/message, beta s/byte, gamma s/byte reduced, "
+          "oversub s/message per rank per core beyond one\n", comment);
+  for (int l = 0; l < BATON__LINK_COUNT; l++)
+    fprintf(f, "%s alpha=%.4g beta=%.4g gamma=%.4g oversub=%.4g\n", baton__link_names[l],
+            cost[l].alpha, cost[l].beta, cost[l].gamma, cost[l].oversub);
+}
+
+int baton__tune_write(const char *path, const baton__link_cost_t cost[BATON__LINK_COUNT],
+                      const char *comment) {
+  char tmp[600];
+  snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f)
+    return -1;
+  baton__tune_print(f, cost, comment);
+  if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ the model */
+
+double baton__model_bytes(baton__coll_t coll, size_t count, size_t elsize, int size) {
+  double k = (double)count * (double)elsize;
+  switch (coll) {
+  case BATON__COLL_REDUCE_SCATTER:
+  case BATON__COLL_ALLGATHER:
+  case BATON__COLL_ALLTOALL:
+  case BATON__COLL_GATHER:
+  case BATON__COLL_SCATTER:
+    return k * size;
+  default: /* allreduce, broadcast, reduce; the v-variants pass their total */
+    return k;
+  }
+}
+
+/* Which algorithms pass blocks through scratch memory, and how much of the
+ * message at most: recursive halving keeps the whole input of
+ * reduce-scatter, a tree's inner ranks hold their subtree's data. */
+double baton__algo_scratch(const baton__algo_t *algo, baton__coll_t coll, double bytes) {
+  int rs = coll == BATON__COLL_REDUCE_SCATTER || coll == BATON__COLL_REDUCE_SCATTERV;
+  int rooted = coll == BATON__COLL_REDUCE || coll == BATON__COLL_GATHER ||
+               coll == BATON__COLL_SCATTER;
+  if ((strcmp(algo->name, "rhd") == 0 && rs) || (strcmp(algo->name, "tree") == 0 && rooted))
+    return bytes;
+  return 0;
+}
+
+/* Why `algo` cannot serve this call, or NULL. */
+static const char *cannot(const baton__select_in_t *in, const baton__algo_t *algo,
+                          baton__coll_t coll, double bytes) {
+  if (!(algo->colls & (1u << coll)))
+    return "it does not serve this collective";
+  if (strcmp(algo->name, "flat") == 0 && !in->flat_fits)
+    return "flat needs every rank on one host and at most BATON_FLAT_BYTES per rank";
+  if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
+    return "it needs more scratch memory than BATON_SCRATCH_BYTES";
+  if (strcmp(algo->name, "hier") == 0 && (in->hosts < 2 || in->hostmax < 2))
+    return "hier needs ranks on several hosts and more than one rank on some host";
+  return NULL;
+}
+
+/* The model's time, plus what the executor adds (exec.c): it runs the
+ * whole schedule once per round, each round moving one piece of every
+ * chunk (`segment` here: a window of slots for the ring, a share of one for
+ * the others), so a chunk larger than a piece pays every message's alpha
+ * again each extra round. The chain (the ring's broadcast and reduce)
+ * pipelines those rounds along the line, which its formula counts with S
+ * = K / piece; flat is one rendezvous whatever its size. */
+double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
+                             baton__coll_t coll, double bytes) {
+  const char *name = baton__coll_name(coll);
+  int flat = strcmp(algo->name, "flat") == 0, ring = strcmp(algo->name, "ring") == 0;
+  int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
+  const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
+  double t = baton__model_time(name, algo->name, in->size, bytes, c);
+  if (t <= 0 || flat || (ring && one_chunk) || c->segment <= 0)
+    return t;
+  double chunk = one_chunk ? bytes : bytes / in->size;
+  double rounds = (double)(unsigned long long)(chunk / c->segment);
+  rounds += rounds * c->segment < chunk;
+  if (rounds <= 1)
+    return t;
+  const baton__cost_t per_msg = {.alpha = 1, .segment = c->segment};
+  return t + (rounds - 1) * baton__model_time(name, algo->name, in->size, bytes, &per_msg) *
+                 c->alpha;
+}
+
+double baton__select_piece(const baton_comm_t *comm, int ring) {
+  double window = comm->params.shm_slots / 2;
+  if (ring)
+    return (double)comm->slot_bytes * window;
+  double piece = (double)comm->stream_slot_bytes * window / comm->size;
+  return piece > 64 ? piece : 64;
+}
+
+/* Predicted time as a sort key: an algorithm without a formula goes last. */
+static int faster(double a, double b) { return a >= 0 && (b < 0 || a < b); }
+
+const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__coll_t coll,
+                                        double bytes, baton__cand_t *cands, int cap,
+                                        int *ncands, char *why, size_t whylen) {
+  int na, n = 0;
+  const baton__algo_t *all = baton__algos(&na), *roomless = NULL;
+  double roomless_t = -1;
+  why[0] = '\0';
+  for (int i = 0; i < na; i++) {
+    const baton__algo_t *a = &all[i];
+    if (!(a->colls & (1u << coll)))
+      continue;
+    double t = baton__select_predict(in, a, coll, bytes);
+    if (!cannot(in, a, coll, bytes)) {
+      if (n < cap)
+        cands[n++] = (baton__cand_t){a, t};
+    } else if (strcmp(a->name, "flat") != 0 && (!roomless || faster(t, roomless_t))) {
+      roomless = a, roomless_t = t; /* too large for scratch: better than nothing */
+    }
+  }
+  /* Insertion sort, stable: ties keep the table's order on every rank. */
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && faster(cands[j].t, cands[j - 1].t); j--) {
+      baton__cand_t tmp = cands[j];
+      cands[j] = cands[j - 1];
+      cands[j - 1] = tmp;
+    }
+  *ncands = n;
+  if (in->forced) {
+    const char *no = cannot(in, in->forced, coll, bytes);
+    if (!no)
+      return in->forced;
+    snprintf(why, whylen, "BATON_ALGO asks for %s, but %s; using the next best", in->forced->name,
+             no);
+  }
+  return n ? cands[0].algo : roomless;
+}
+
+/* ------------------------------------------------ a communicator's state */
+
+#define BUCKETS 64
+
+struct baton__select_state {
+  baton__link_cost_t link[BATON__LINK_COUNT]; /* as rank 0 read them */
+  double ranks_per_core; /* the most ranks of one host per core of rank 0's host */
+  int tcp;
+  int hosts, hostmax;    /* hosts, and the most ranks on one */
+  const char *net;       /* "shm", "tcp" or "shm+tcp", for the log */
+  struct {
+    double bytes;
+    const baton__algo_t *algo; /* NULL: empty */
+  } cache[BATON__COLL_COUNT][BUCKETS];
+  uint64_t logged[BATON__COLL_COUNT]; /* bit b: bucket b's decision was printed */
+  unsigned fallback_said;             /* bit c: collective c's fallback was printed */
+};
+
+static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_t l,
+                               double segment) {
+  const baton__link_cost_t *c = &s->link[l];
+  double p = s->ranks_per_core > 1 ? s->ranks_per_core : 1;
+  return (baton__cost_t){.alpha = c->alpha + c->oversub * (p - 1), .beta = c->beta * p,
+                         .gamma = c->gamma * p, .segment = segment};
+}
+
+/* The costs every rank uses: rank 0's file, rank 0's cores. */
+static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int hostmax,
+                       char *err, size_t errlen) {
+  double blob[BATON__LINK_COUNT * 4 + 1];
+  if (comm->rank == 0) {
+    char path[512], why[700];
+    baton__link_defaults(s->link);
+    baton__tune_path(comm->params.tune_file, path, sizeof path);
+    int got = baton__tune_read(path, s->link, why, sizeof why);
+    if (got < 0)
+      BATON_WARN(INIT, "tune file: %s; the built-in costs stand for the rest", why);
+    else if (got == 0 && comm->params.tune_file[0])
+      BATON_WARN(INIT, "BATON_TUNE_FILE=%s does not exist; using the built-in costs", path);
+    else
+      BATON_INFO(INIT, "link costs %s %s", got ? "from" : "built in; no tune file at", path);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int l = 0; l < BATON__LINK_COUNT; l++)
+      memcpy(&blob[4 * l], &s->link[l], sizeof(double) * 4);
+    blob[4 * BATON__LINK_COUNT] = cores > 0 ? (double)hostmax / (double)cores : 1;
+    int rc = comm->size > 1 ? baton__store_set(comm->store, "select.costs", blob, sizeof blob,
+                                               err, errlen)
+                            : BATON_OK;
+    if (rc)
+      return rc;
+  } else {
+    size_t len = 0;
+    int rc = baton__store_get(comm->store, "select.costs", blob, sizeof blob, &len,
+                              comm->params.timeout_s, err, errlen);
+    if (rc)
+      return rc;
+    if (len != sizeof blob) {
+      snprintf(err, errlen, "rank 0 published link costs of %zu bytes, not %zu", len,
+               sizeof blob);
+      return BATON_EPROTO;
+    }
+    for (int l = 0; l < BATON__LINK_COUNT; l++)
+      memcpy(&s->link[l], &blob[4 * l], sizeof(double) * 4);
+  }
+  s->ranks_per_core = blob[4 * BATON__LINK_COUNT];
+  return BATON_OK;
+}
+
+int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
+  struct baton__select_state *s = calloc(1, sizeof *s);
+  if (!s) {
+    snprintf(err, errlen, "out of memory");
+    return BATON_ENOMEM;
+  }
+  comm->select = s;
+  int hostmax = 0, hosts = 0;
+  for (int r = 0; r < comm->size; r++) {
+    int here = 0;
+    for (int q = 0; q < comm->size; q++)
+      here += comm->group[q] == comm->group[r];
+    hostmax = here > hostmax ? here : hostmax;
+    hosts += comm->group[r] == r;
+  }
+  int tcp_only = strcmp(comm->params.transport, "tcp") == 0;
+  s->hosts = hosts, s->hostmax = hostmax;
+  s->tcp = comm->size > 1 && (hosts > 1 || tcp_only);
+  s->net = !s->tcp ? "shm" : hosts > 1 && hostmax > 1 && !tcp_only ? "shm+tcp" : "tcp";
+  int rc = share_costs(comm, s, hostmax, err, errlen);
+  if (rc == 0 && comm->rank == 0)
+    for (int l = 0; l < BATON__LINK_COUNT; l++)
+      BATON_INFO(INIT, "%s: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, oversub %.3g us "
+                 "(%.2f ranks per core)", baton__link_names[l], s->link[l].alpha * 1e6,
+                 s->link[l].beta * 1e9, s->link[l].gamma * 1e9, s->link[l].oversub * 1e6,
+                 s->ranks_per_core);
+  return rc;
+}
+
+void baton__select_free(baton_comm_t *comm) {
+  free(comm->select);
+  comm->select = NULL;
+}
+
+const char *baton__select_net(const baton_comm_t *comm, double *ranks_per_core) {
+  *ranks_per_core = comm->select ? comm->select->ranks_per_core : 1;
+  return comm->select ? comm->select->net : "shm";
+}
+
+void baton__select_force(baton_comm_t *comm, baton__coll_t coll, const baton__algo_t *algo) {
+  comm->forced[coll] = algo;
+  if (comm->select)
+    memset(comm->select->cache[coll], 0, sizeof comm->select->cache[coll]);
+}
+
+/* floor(log2 bytes), 0 for less than 2 bytes. */
+static int bucket(double bytes) {
+  unsigned long long b = bytes < 2 ? 1 : bytes >= 0x1p63 ? 1ull << 63 : (unsigned long long)bytes;
+  return 63 - __builtin_clzll(b);
+}
+
+static void log_choice(baton_comm_t *comm, baton__coll_t coll, double bytes,
+                       const baton__cand_t *cands, int n, const baton__algo_t *pick) {
+  char line[1024];
+  size_t off = (size_t)snprintf(line, sizeof line, "%s %.0f B on %d ranks (%s):",
+                                baton__coll_name(coll), bytes, comm->size, comm->select->net);
+  for (int i = 0; i < n && off < sizeof line; i++)
+    off += (size_t)snprintf(line + off, sizeof line - off, "%s %s %.3g us", i ? " <" : "",
+                            cands[i].algo->name, cands[i].t * 1e6);
+  if (off < sizeof line)
+    snprintf(line + off, sizeof line - off, " -> %s%s", pick->name,
+             pick == comm->forced[coll] ? " (BATON_ALGO)" : "");
+  BATON_INFO(COLL, "%s", line);
+}
+
+static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_t count,
+                                   size_t elsize, double bytes) {
+  struct baton__select_state *s = comm->select;
+  baton__select_in_t in = {.size = comm->size, .tcp = s->tcp,
+                           .flat_fits = baton__flat_fits(comm, coll, count, elsize),
+                           .scratch_bytes = comm->params.scratch_bytes,
+                           .forced = comm->forced[coll], .hosts = s->hosts,
+                           .hostmax = s->hostmax};
+  in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM,
+                      baton__select_piece(comm, 1));
+  in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
+                      baton__select_piece(comm, 0));
+  in.pair.hosts = s->hosts;
+  baton__cand_t cands[16];
+  int n;
+  char why[256];
+  const baton__algo_t *pick = baton__select_rank(&in, coll, bytes, cands, 16, &n, why,
+                                                 sizeof why);
+  if (why[0] && !(s->fallback_said & (1u << coll))) {
+    s->fallback_said |= 1u << coll;
+    BATON_INFO(COLL, "%s: %s", baton__coll_name(coll), why);
+  }
+  int b = bucket(bytes);
+  if (!(s->logged[coll] & (1ull << b))) {
+    s->logged[coll] |= 1ull << b;
+    if (baton__log_level >= BATON__LOG_INFO)
+      log_choice(comm, coll, bytes, cands, n < 16 ? n : 16, pick);
+  }
+  return pick;
+}
+
+const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
+                                   size_t elsize) {
+  if (comm->size == 1 || !comm->select)
+    return comm->forced[coll] ? comm->forced[coll] : baton__algo_find("ring");
+  double bytes = baton__model_bytes(coll, count, elsize, comm->size);
+  int b = bucket(bytes);
+  if (comm->select->cache[coll][b].algo && comm->select->cache[coll][b].bytes == bytes)
+    return comm->select->cache[coll][b].algo;
+  const baton__algo_t *pick = decide(comm, coll, count, elsize, bytes);
+  comm->select->cache[coll][b].bytes = bytes;
+  comm->select->cache[coll][b].algo = pick;
+  return pick;
+}
+
+/* ------------------------------------------------------------ BATON_ALGO */
 
 int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err,
                       size_t errlen) {
@@ -49,22 +497,4 @@ int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err,
     forced[coll] = algo;
   }
   return BATON_OK;
-}
-
-const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
-                                   size_t elsize) {
-  static const baton__algo_t *flat, *ring;
-  if (!flat)
-    flat = baton__algo_find("flat"), ring = baton__algo_find("ring");
-  const baton__algo_t *forced = comm->forced[coll];
-  int flat_ok = (flat->colls & (1u << coll)) && baton__flat_fits(comm, coll, count, elsize);
-  if (forced == flat && !flat_ok) {
-    BATON_INFO(COLL, "%s: BATON_ALGO asks for flat, which needs every rank on one host and "
-               "at most BATON_FLAT_BYTES per rank; using the next best",
-               baton__coll_name(coll));
-    forced = NULL;
-  }
-  if (forced)
-    return forced;
-  return flat_ok ? flat : ring;
 }

@@ -17,7 +17,9 @@
 # test_viz.sh (baton-viz and baton-model); test_coll at 1, 2, 3, 4, 5 and 8
 # ranks (8 oversubscribes the cores), each also through the ring with
 # 256-byte segments, and once with the flat algorithm for every size; TCP,
-# mixed and emulated-cluster sweeps; test_failure (lost ranks, aborts,
+# mixed and emulated-cluster sweeps;
+# test_coll with BATON_ALGO=tree and =naive (3, 5, 8 ranks, TCP; tree at 4 in full);
+# test_failure (lost ranks, aborts,
 # mismatched calls); the unique-id and MPI starts; test_api at 1 and 2
 # ranks; test_hostile (strangers at the store port); test_secret.sh; a
 # 3-second baton-soak; the training example and the Python binding
@@ -106,6 +108,10 @@ for unit in test_reduce test_store test_auth test_schedule test_model; do
     run "$unit" 1 "$BUILD/tests/$unit"
   fi
 done
+# The algorithm choice: from fixed costs, and as a user meets it (BATON_ALGO
+# errors, BATON_DEBUG=INFO's decision lines, baton-tune's file).
+run "test_select" 1 "$BUILD/tests/test_select"
+run "test_select.sh" 1 env BUILD="$BUILD" bash tests/test_select.sh
 if [ -f tests/test_launcher.sh ]; then
   run "test_launcher.sh" 1 env BATON_RUN="$BUILD/bin/baton-run" \
     bash tests/test_launcher.sh
@@ -137,11 +143,50 @@ done
 run "test_coll -n 3 --quick BATON_TRANSPORT=tcp BATON_NSOCKS=3 $RING_SMALL" 1 \
   env BATON_TRANSPORT=tcp BATON_NSOCKS=3 $RING_SMALL "$BUILD/bin/baton-run" -n 3 \
   "$BUILD/tests/test_coll" --quick
+# The recursive algorithms, forced (folded pairs at 3 and 5), on shared
+# memory and TCP, and with 256-byte segments (many rounds, runs of chunks
+# cut across segments). Then rd's whole-buffer exchange in place over TCP
+# with 16M segments: a message larger than the socket buffers, which must
+# leave before the rank writes over it (exec.c flush_overlap).
+ALGO_SMALL="BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=256 BATON_PAIR_SEGMENT_BYTES=256 BATON_TCP_SEGMENT_BYTES=256"
+for algo in rhd rd; do
+  for n in 3 4 5 8; do
+    run "test_coll -n $n --quick BATON_ALGO=$algo" 1 env BATON_FLAT_BYTES=0 BATON_ALGO=$algo \
+      "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick
+  done
+  for n in 3 4; do
+    run "test_coll -n $n --quick BATON_ALGO=$algo BATON_TRANSPORT=tcp" 1 env BATON_FLAT_BYTES=0 \
+      BATON_ALGO=$algo BATON_TRANSPORT=tcp "$BUILD/bin/baton-run" -n "$n" \
+      "$BUILD/tests/test_coll" --quick
+  done
+  run "test_coll -n 5 --quick BATON_ALGO=$algo $ALGO_SMALL" 1 env $ALGO_SMALL BATON_ALGO=$algo \
+    "$BUILD/bin/baton-run" -n 5 "$BUILD/tests/test_coll" --quick
+  run "test_coll -n 3 --quick BATON_ALGO=$algo BATON_TRANSPORT=tcp $ALGO_SMALL" 1 env $ALGO_SMALL \
+    BATON_ALGO=$algo BATON_TRANSPORT=tcp "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_coll" --quick
+done
+run "test_coll -n 4 allreduce 2M BATON_ALGO=rd BATON_TRANSPORT=tcp 16M segments" 1 env \
+  BATON_ALGO=rd BATON_TRANSPORT=tcp BATON_SEGMENT_BYTES=16M BATON_PAIR_SEGMENT_BYTES=16M \
+  BATON_TCP_SEGMENT_BYTES=16M "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll" \
+  --coll allreduce --dtype float32 --op sum --count 2000000
 run "test_coll -n 4 --quick 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
   sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick' "$BUILD/tests/test_coll"
 run "test_coll -n 5 --quick 3 hosts interleaved $RING_SMALL" 1 env $RING_SMALL \
   "$BUILD/bin/baton-run" -n 5 \
   sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0" --quick' "$BUILD/tests/test_coll"
+# The binomial tree and the naive hub, forced: through 256-byte segments
+# (runs of chunks over many rounds) at 3, 5 and 8 ranks and over TCP; the
+# tree once up to the largest counts with the default segments.
+for algo in tree naive; do
+  for n in 3 5 8; do
+    run "test_coll -n $n --quick BATON_ALGO=$algo $RING_SMALL" 1 env BATON_ALGO=$algo \
+      $RING_SMALL "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick
+  done
+  run "test_coll -n 3 --quick BATON_ALGO=$algo BATON_TRANSPORT=tcp $RING_SMALL" 1 \
+    env BATON_ALGO=$algo BATON_TRANSPORT=tcp $RING_SMALL "$BUILD/bin/baton-run" -n 3 \
+    "$BUILD/tests/test_coll" --quick
+done
+run "test_coll -n 4 BATON_ALGO=tree" 1 env BATON_ALGO=tree "$BUILD/bin/baton-run" -n 4 \
+  "$BUILD/tests/test_coll"
 # The hierarchical allreduce: hosts of 2, hosts of 3 and 1 (small segments),
 # interleaved hosts.
 run "test_coll -n 4 --quick allreduce hier 2 hosts x 2 ranks" 1 env BATON_ALGO=hier \

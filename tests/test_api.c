@@ -254,6 +254,145 @@ static void test_broadcast_args(void) {
                    "broadcast(comm NULL) did not return BATON_EINVAL");
 }
 
+/* The rooted collectives of issue 4. A NULL buffer that only the root
+ * touches is tested with every rank its own root, so that every rank
+ * rejects the call. */
+static void test_rooted_args(void) {
+  float a[64] = {0}, b[64];
+  baton_comm_t *c = T.comm;
+  int me = T.rank;
+  expect_einval(baton_reduce(a, b, 4, BATON_FLOAT32, BATON_SUM, -1, c), "reduce(root -1)",
+                "root");
+  expect_einval(baton_reduce(a, b, 0, BATON_FLOAT32, BATON_SUM, T.size, c),
+                "reduce(count 0, root == size)", "root");
+  expect_einval(baton_reduce(NULL, b, 4, BATON_FLOAT32, BATON_SUM, 0, c),
+                "reduce(sendbuf NULL)", "sendbuf");
+  expect_einval(baton_reduce(a, NULL, 4, BATON_FLOAT32, BATON_SUM, me, c),
+                "reduce(recvbuf NULL on the root)", "recvbuf");
+  expect_einval(baton_reduce(a, b, 4, BATON_FLOAT32, BAD_OP_HI, 0, c), "reduce(op 99)", "op");
+  expect_einval(baton_reduce(a, b, 4, BAD_DTYPE_LO, BATON_SUM, 0, c), "reduce(dtype -1)",
+                "dtype");
+  expect_einval(baton_reduce(a, b, SIZE_MAX / 2, BATON_FLOAT32, BATON_SUM, 0, c),
+                "reduce(count SIZE_MAX/2 float32)", "count");
+  expect_einval(baton_gather(a, b, 1, BATON_FLOAT32, T.size, c), "gather(root == size)",
+                "root");
+  expect_einval(baton_gather(NULL, b, 1, BATON_FLOAT32, 0, c), "gather(sendbuf NULL)",
+                "sendbuf");
+  expect_einval(baton_gather(a, NULL, 1, BATON_FLOAT32, me, c),
+                "gather(recvbuf NULL on the root)", "recvbuf");
+  expect_einval(baton_gather(a, b, SIZE_MAX / 4, BATON_FLOAT32, 0, c),
+                "gather(sendcount SIZE_MAX/4 float32)", "count");
+  expect_einval(baton_scatter(a, b, 1, BATON_FLOAT32, -7, c), "scatter(root -7)", "root");
+  expect_einval(baton_scatter(NULL, b, 1, BATON_FLOAT32, me, c),
+                "scatter(sendbuf NULL on the root)", "sendbuf");
+  expect_einval(baton_scatter(a, NULL, 1, BATON_FLOAT32, 0, c), "scatter(recvbuf NULL)",
+                "recvbuf");
+  expect_einval(baton_scatter(a, b, 1, BAD_DTYPE_HI, 0, c), "scatter(dtype 99)", "dtype");
+  expect_null_comm(baton_reduce(a, b, 4, BATON_FLOAT32, BATON_SUM, 0, NULL),
+                   "reduce(comm NULL) did not return BATON_EINVAL");
+  expect_null_comm(baton_gather(a, b, 4, BATON_FLOAT32, 0, NULL),
+                   "gather(comm NULL) did not return BATON_EINVAL");
+  expect_null_comm(baton_scatter(a, b, 4, BATON_FLOAT32, 0, NULL),
+                   "scatter(comm NULL) did not return BATON_EINVAL");
+}
+
+/* alltoall and the v-variants: counts and displacements are checked before
+ * anything moves. */
+static void test_alltoall_v_args(void) {
+  float a[64] = {0}, b[64];
+  baton_comm_t *c = T.comm;
+  size_t counts[16], displs[16], huge[16];
+  int n = T.size < 16 ? T.size : 16;
+  for (int r = 0; r < n; r++) {
+    counts[r] = 1;
+    displs[r] = (size_t)r;
+    huge[r] = SIZE_MAX / 4;
+  }
+  expect_einval(baton_alltoall(NULL, b, 1, BATON_FLOAT32, c), "alltoall(sendbuf NULL)",
+                "sendbuf");
+  expect_einval(baton_alltoall(a, NULL, 1, BATON_FLOAT32, c), "alltoall(recvbuf NULL)",
+                "recvbuf");
+  expect_einval(baton_alltoall(a, b, SIZE_MAX / 4, BATON_FLOAT32, c),
+                "alltoall(count SIZE_MAX/4 float32)", "count");
+  expect_null_comm(baton_alltoall(a, b, 1, BATON_FLOAT32, NULL),
+                   "alltoall(comm NULL) did not return BATON_EINVAL");
+  if (T.size > 16)
+    return; /* the arrays above hold 16 ranks */
+  expect_einval(baton_allgatherv(a, 1, b, NULL, displs, BATON_FLOAT32, c),
+                "allgatherv(recvcounts NULL)", "recvcounts");
+  expect_einval(baton_allgatherv(a, 0, b, NULL, displs, BATON_FLOAT32, c),
+                "allgatherv(sendcount 0, recvcounts NULL)", "recvcounts");
+  expect_einval(baton_allgatherv(a, 1, b, counts, NULL, BATON_FLOAT32, c),
+                "allgatherv(displs NULL)", "displs");
+  expect_einval(baton_allgatherv(a, 2, b, counts, displs, BATON_FLOAT32, c),
+                "allgatherv(sendcount 2, recvcounts[rank] 1)", "sendcount");
+  expect_einval(baton_allgatherv(NULL, 1, b, counts, displs, BATON_FLOAT32, c),
+                "allgatherv(sendbuf NULL)", "sendbuf");
+  expect_einval(baton_allgatherv(a, 1, NULL, counts, displs, BATON_FLOAT32, c),
+                "allgatherv(recvbuf NULL)", "recvbuf");
+  size_t far[16];
+  for (int r = 0; r < n; r++)
+    far[r] = SIZE_MAX - 1;
+  expect_einval(baton_allgatherv(a, 1, b, counts, far, BATON_FLOAT32, c),
+                "allgatherv(displs SIZE_MAX - 1)", "overflows");
+  expect_einval(baton_reduce_scatterv(a, b, NULL, BATON_FLOAT32, BATON_SUM, c),
+                "reduce_scatterv(recvcounts NULL)", "recvcounts");
+  expect_einval(baton_reduce_scatterv(a, b, huge, BATON_FLOAT32, BATON_SUM, c),
+                "reduce_scatterv(recvcounts SIZE_MAX/4 each)", "overflows");
+  expect_einval(baton_reduce_scatterv(a, b, counts, BATON_FLOAT32, BAD_OP_LO, c),
+                "reduce_scatterv(op -1)", "op");
+  expect_einval(baton_reduce_scatterv(NULL, b, counts, BATON_FLOAT32, BATON_SUM, c),
+                "reduce_scatterv(sendbuf NULL)", "sendbuf");
+  expect_einval(baton_reduce_scatterv(a, NULL, counts, BATON_FLOAT32, BATON_SUM, c),
+                "reduce_scatterv(recvbuf NULL)", "recvbuf");
+  expect_null_comm(baton_allgatherv(a, 1, b, counts, displs, BATON_FLOAT32, NULL),
+                   "allgatherv(comm NULL) did not return BATON_EINVAL");
+  expect_null_comm(baton_reduce_scatterv(a, b, counts, BATON_FLOAT32, BATON_SUM, NULL),
+                   "reduce_scatterv(comm NULL) did not return BATON_EINVAL");
+}
+
+/* The new collectives still work after the rejected calls: count 0 with
+ * NULL buffers, and the buffers only the root uses left NULL elsewhere.
+ * gather and scatter may have no algorithm yet: BATON_EUSAGE saying so
+ * is then a pass, as test_coll skips them. */
+static void test_valid_new_calls(void) {
+  baton_comm_t *c = T.comm;
+  int n = T.size, rank = T.rank, root = n - 1;
+  static const size_t zeros[16];
+  tally_record(&T, tally_rc(&T, baton_reduce(NULL, NULL, 0, BATON_INT32, BATON_SUM, 0, c),
+                            "reduce(NULL, NULL, count 0)"));
+  tally_record(&T, tally_rc(&T, baton_alltoall(NULL, NULL, 0, BATON_INT32, c),
+                            "alltoall(NULL, NULL, count 0)"));
+  tally_record(&T, tally_rc(&T, baton_gather(NULL, NULL, 0, BATON_INT32, 0, c),
+                            "gather(NULL, NULL, count 0)"));
+  tally_record(&T, tally_rc(&T, baton_scatter(NULL, NULL, 0, BATON_INT32, 0, c),
+                            "scatter(NULL, NULL, count 0)"));
+  if (n <= 16) {
+    tally_record(&T, tally_rc(&T, baton_allgatherv(NULL, 0, NULL, zeros, zeros, BATON_INT32,
+                                                   c), "allgatherv(all counts 0)"));
+    tally_record(&T, tally_rc(&T, baton_reduce_scatterv(NULL, NULL, zeros, BATON_INT32,
+                                                        BATON_SUM, c),
+                              "reduce_scatterv(all counts 0)"));
+  }
+  int64_t mine[2] = {rank + 1, -2}, sum[2] = {0, 0};
+  int ok = tally_rc(&T, baton_reduce(mine, rank == root ? sum : NULL, 2, BATON_INT64,
+                                     BATON_SUM, root, c), "reduce(recvbuf NULL off the root)");
+  check(ok && (rank != root || (sum[0] == (int64_t)n * (n + 1) / 2 && sum[1] == -2 * n)),
+        "reduce after invalid calls: wrong result");
+  int64_t *all = calloc((size_t)n, sizeof *all), got = -1;
+  int rc = baton_gather(&mine[0], rank == root ? all : NULL, 1, BATON_INT64, root, c);
+  if (!(rc == BATON_EUSAGE && strstr(baton_comm_last_error(c), "no algorithm"))) {
+    ok = tally_rc(&T, rc, "gather(recvbuf NULL off the root)");
+    for (int r = 0; ok && rank == root && r < n; r++)
+      ok = all[r] == r + 1;
+    check(ok, "gather after invalid calls: wrong result");
+    ok = tally_rc(&T, baton_scatter(rank == root ? all : NULL, &got, 1, BATON_INT64, root, c),
+                  "scatter(sendbuf NULL off the root)");
+    check(ok && got == rank + 1, "scatter after invalid calls: wrong result");
+  }
+  free(all);
+}
+
 /* After all the rejected calls, the same collectives must work: count 0
  * with NULL buffers, then a real allreduce, allgather and barrier. */
 static void test_valid_calls(void) {
@@ -443,7 +582,10 @@ int main(void) {
   test_reduce_scatter_args();
   test_allgather_args();
   test_broadcast_args();
+  test_rooted_args();
+  test_alltoall_v_args();
   test_valid_calls();
+  test_valid_new_calls();
   test_init_env();
   test_init_rank_args();
   return tally_finish(&T);

@@ -11,7 +11,7 @@ BUILD=${BUILD:-build}
 RUN=$BUILD/bin/baton-run
 BENCH=$BUILD/bin/baton-bench
 TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
-COLLS="allreduce reduce_scatter allgather broadcast reduce alltoall gather scatter"
+COLLS="allreduce reduce_scatter allgather broadcast reduce alltoall gather scatter allgatherv reduce_scatterv"
 SMALL="-b 0 -e 64K -f 8 -w 1 -n 2"
 passed=0
 failed=0
@@ -57,6 +57,11 @@ for c in $COLLS; do
     continue
   fi
   for n in 2 3; do
+    # Declared but without an algorithm yet (gather, scatter before theirs land).
+    if "$RUN" -n "$n" "$BENCH" -c "$c" -b 64 -e 64 -w 0 -n 1 2>&1 | grep -q "no algorithm of this build"; then
+      echo "skip: baton-bench -n $n -c $c --check: no algorithm of this build serves $c"
+      continue
+    fi
     expect_check "baton-bench -n $n -c $c --check" "$RUN" -n "$n" "$BENCH" -c "$c" $SMALL --check -r $((n - 1))
   done
 done
@@ -97,7 +102,7 @@ else
 fi
 
 # Bad input: a clear error naming the flag, exit 2, never a hang.
-expect_error "unknown collective" "-c allgatherv: expected allreduce" "$BENCH" -c allgatherv
+expect_error "unknown collective" "-c alltoallv: expected allreduce" "$BENCH" -c alltoallv
 expect_error "-b above -e" "is larger than -e" "$BENCH" -b 1M -e 8
 expect_error "bad size" "-e 12Q: expected a size" "$BENCH" -e 12Q
 expect_error "bad dtype" "-d float8" "$BENCH" -d float8

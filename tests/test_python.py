@@ -159,6 +159,71 @@ def test_broadcast(counts):
            comm.broadcast, np.zeros(3, np.float32), root=comm.size)
 
 
+skipped = set()
+
+
+def no_algorithm(call, fn):
+    """fn(), or None when baton has no algorithm for call yet (said once)."""
+    try:
+        return fn()
+    except baton.BatonError as e:
+        if e.name == "BATON_EUSAGE" and "no algorithm" in e.detail:
+            if call not in skipped and comm.rank == 0:
+                print("SKIP %s: %s" % (call, e.detail), flush=True)
+            skipped.add(call)
+            return None
+        raise
+
+
+def test_more_collectives(counts):
+    """reduce, alltoall, gather, scatter, allgatherv and reduce_scatterv,
+    against the same NumPy reference, in and out of place."""
+    n, me = comm.size, comm.rank
+    for dtype in ("int8", "uint32", "float16", "bfloat16", "float64"):
+        kw = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
+        for count in counts:
+            root = count % n
+            name = "%s count %d root %d" % (dtype, count, root)
+            a = stored(values(me, count, dtype), dtype)
+            got = comm.reduce(a, op="sum", root=root, **kw)
+            want = reference("sum", dtype, count, n)
+            check("reduce " + name, got is None if me != root else same(got, want))
+            a = stored(values(me, n * count, dtype), dtype)
+            want = np.concatenate([stored(values(q, n * count, dtype), dtype)
+                                   [me * count:(me + 1) * count] for q in range(n)])
+            check("alltoall " + name, same(comm.alltoall(a, **kw), want))
+            check("alltoall in place " + name, same(comm.alltoall(a, out=a, **kw), want))
+            counts_v = [count + q if (q + count) % 3 != 2 else 0 for q in range(n)]
+            mine = stored(values(me, counts_v[me], dtype), dtype)
+            want = np.concatenate([stored(values(q, counts_v[q], dtype), dtype) for q in range(n)])
+            check("allgatherv " + name, same(comm.allgatherv(mine, counts_v, **kw), want))
+            full = stored(values(me, sum(counts_v), dtype), dtype)
+            lo = sum(counts_v[:me])
+            want = reference("sum", dtype, sum(counts_v), n)[lo:lo + counts_v[me]]
+            check("reduce_scatterv " + name, same(comm.reduce_scatterv(full, counts_v, **kw), want))
+            a = stored(values(me, count, dtype), dtype)
+            got = no_algorithm("gather", lambda: comm.gather(a, root=root, **kw))
+            if got is not None or me != root:
+                want = np.concatenate([stored(values(q, count, dtype), dtype) for q in range(n)])
+                check("gather " + name, got is None if me != root else same(got, want))
+            a = stored(values(me, n * count, dtype), dtype)
+            got = no_algorithm("scatter", lambda: comm.scatter(a, root=root, **kw))
+            if got is not None:
+                want = stored(values(root, n * count, dtype), dtype)[me * count:(me + 1) * count]
+                check("scatter " + name, same(got, want))
+    # Gaps between allgatherv's blocks keep what out held.
+    out = np.full(3 * n + 1, -1, np.int32)
+    displs = [3 * q + 1 for q in range(n)]
+    comm.allgatherv(np.full(2, me, np.int32), [2] * n, displs=displs, out=out)
+    want = np.full(3 * n + 1, -1, np.int32)
+    for q in range(n):
+        want[3 * q + 1:3 * q + 3] = q
+    check("allgatherv displs with gaps", same(out, want), str(out))
+    raises("reduce root out of range", ValueError, "root", comm.reduce, np.zeros(2), root=-1)
+    raises("allgatherv wrong counts", ValueError, "counts", comm.allgatherv,
+           np.zeros(2), [1] * (n + 1))
+
+
 def test_errors():
     n = comm.size
     f = np.zeros(8, np.float32)
@@ -245,6 +310,7 @@ else:
     test_reduce_scatter(counts)
     test_allgather(counts)
     test_broadcast(counts)
+    test_more_collectives(counts)
     test_errors()
     if comm.rank == 0:
         test_missing_library()

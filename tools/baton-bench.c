@@ -53,7 +53,9 @@ static void usage(FILE *f)
           "  -c, --collective NAME   allreduce (default), reduce_scatter, "
           "allgather,\n"
           "                          broadcast, reduce, alltoall, gather, "
-          "scatter\n"
+          "scatter,\n"
+          "                          allgatherv, reduce_scatterv (even "
+          "counts)\n"
           BENCH_USAGE_SIZES
           "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
           "float16 bfloat16\n"
@@ -70,8 +72,8 @@ static void usage(FILE *f)
           "slowest rank's\n"
           "average per call; busbw = algbw * 2(n-1)/n (allreduce), "
           "(n-1)/n (reduce_scatter,\n"
-          "allgather, alltoall, gather, scatter) or 1 (broadcast, "
-          "reduce).\n");
+          "allgather, alltoall, gather, scatter and the v-variants) or 1 "
+          "(broadcast, reduce).\n");
 }
 
 static void check_rc(const bench_t *b, int rc, const char *what)
@@ -104,11 +106,44 @@ static const char *why_not(coll_t c)
 #ifndef BENCH_HAVE_scatter
   case COLL_SCATTER: return missing;
 #endif
+#ifndef BENCH_HAVE_allgatherv
+  case COLL_ALLGATHERV: return missing;
+#endif
+#ifndef BENCH_HAVE_reduce_scatterv
+  case COLL_REDUCE_SCATTERV: return missing;
+#endif
   default: return NULL;
   }
 }
 
-/* The rooted collectives and alltoall; 0 when this build lacks c. */
+/* The v-variants' counts and displacements: every rank's count `part`,
+ * the blocks one after the other. Set up once per size, outside the timed
+ * loop's allocations. */
+static const size_t *even_counts(const bench_t *b, const size_t **displs)
+{
+  static size_t *counts, part = (size_t)-1;
+  static int n;
+
+  if (!counts || n != b->nranks) {
+    free(counts);
+    n = b->nranks;
+    counts = calloc(2 * (size_t)n, sizeof *counts);
+    if (!counts)
+      bench_die("out of memory for %d counts", n);
+    part = (size_t)-1;
+  }
+  if (part != b->part) {
+    part = b->part;
+    for (int r = 0; r < n; r++) {
+      counts[r] = part;
+      counts[n + r] = (size_t)r * part;
+    }
+  }
+  *displs = counts + n;
+  return counts;
+}
+
+/* The rooted collectives, alltoall and the v-variants. */
 static int run_more(const bench_t *b, const layout_t *L, baton_dtype_t dt,
                     baton_op_t op)
 {
@@ -136,8 +171,24 @@ static int run_more(const bench_t *b, const layout_t *L, baton_dtype_t dt,
   case COLL_SCATTER:
     return baton_scatter(L->send, L->recv, b->part, dt, root, b->comm);
 #endif
-  default:
-    bench_die("-c %s: %s", coll_names[b->o.coll], why_not(b->o.coll));
+#ifdef BENCH_HAVE_allgatherv
+  case COLL_ALLGATHERV: {
+    const size_t *displs, *counts = even_counts(b, &displs);
+    return baton_allgatherv(L->send, b->part, L->recv, counts, displs, dt, b->comm);
+  }
+#endif
+#ifdef BENCH_HAVE_reduce_scatterv
+  case COLL_REDUCE_SCATTERV: {
+    const size_t *displs, *counts = even_counts(b, &displs);
+    return baton_reduce_scatterv(L->send, L->recv, counts, dt, op, b->comm);
+  }
+#endif
+  default: { /* when every collective is compiled in, only a bad value */
+    const char *why = why_not(b->o.coll);
+    bench_die("-c %s: %s",
+              (unsigned)b->o.coll < COLL_COUNT ? coll_names[b->o.coll] : "?",
+              why ? why : "not a collective");
+  }
   }
 }
 

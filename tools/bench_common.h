@@ -18,6 +18,10 @@
  * touched before anything is timed: a first-touch page fault costs more
  * than a small collective.
  *
+ * allgatherv and reduce_scatterv run with every rank's count equal (the
+ * blocks one after the other), so they compare with their plain forms and
+ * show what the counts cost; they count like them below.
+ *
  * Sizes are those of nccl-tests: the bytes of the whole buffer, so for
  * reduce_scatter, allgather, alltoall, gather and scatter it is nranks *
  * (per-rank count) * elsize, rounded down to a multiple of nranks
@@ -62,24 +66,29 @@ typedef enum {
   COLL_ALLTOALL,
   COLL_GATHER,
   COLL_SCATTER,
+  COLL_ALLGATHERV,
+  COLL_REDUCE_SCATTERV,
   COLL_COUNT
 } coll_t;
 
 static const char *const coll_names[COLL_COUNT] = {
     "allreduce", "reduce_scatter", "allgather", "broadcast",
-    "reduce",    "alltoall",       "gather",    "scatter"};
+    "reduce",    "alltoall",       "gather",    "scatter",
+    "allgatherv", "reduce_scatterv"};
 
 /* Collectives whose buffer is split into one part per rank: the size is
  * of the whole buffer, nranks parts. */
 static int coll_has_parts(coll_t c)
 {
   return c == COLL_REDUCE_SCATTER || c == COLL_ALLGATHER ||
-         c == COLL_ALLTOALL || c == COLL_GATHER || c == COLL_SCATTER;
+         c == COLL_ALLTOALL || c == COLL_GATHER || c == COLL_SCATTER ||
+         c == COLL_ALLGATHERV || c == COLL_REDUCE_SCATTERV;
 }
 
 static int coll_has_op(coll_t c)
 {
-  return c == COLL_ALLREDUCE || c == COLL_REDUCE_SCATTER || c == COLL_REDUCE;
+  return c == COLL_ALLREDUCE || c == COLL_REDUCE_SCATTER || c == COLL_REDUCE ||
+         c == COLL_REDUCE_SCATTERV;
 }
 
 static int coll_has_root(coll_t c)
@@ -588,11 +597,13 @@ static layout_t layout(const bench_t *b, int inplace)
     L.send = b->recvbuf;
   switch (b->o.coll) {
   case COLL_REDUCE_SCATTER:
+  case COLL_REDUCE_SCATTERV:
     L.recv_count = b->part;
     if (inplace && !bench_prog->reduce_scatter_at_start)
       L.recv = b->recvbuf + me;
     break;
   case COLL_ALLGATHER:
+  case COLL_ALLGATHERV:
   case COLL_GATHER:
     L.send_count = b->part;
     if (inplace)
@@ -629,6 +640,7 @@ static void fill_input(const bench_t *b, char *dst)
 
   switch (b->o.coll) {
   case COLL_ALLGATHER:
+  case COLL_ALLGATHERV:
   case COLL_GATHER:
     for (i = 0; i < b->part; i++)
       put_elem(dst, i, dt, gather_input(kind, b->rank, base + i));
@@ -664,10 +676,12 @@ static void fill_expect(const bench_t *b, char *dst)
       put_elem(dst, i, dt, reduce_expect(b->o.op, dt, b->nranks, i));
     break;
   case COLL_REDUCE_SCATTER:
+  case COLL_REDUCE_SCATTERV:
     for (i = 0; i < b->part; i++)
       put_elem(dst, i, dt, reduce_expect(b->o.op, dt, b->nranks, base + i));
     break;
   case COLL_ALLGATHER:
+  case COLL_ALLGATHERV:
   case COLL_GATHER:
     for (i = 0; i < layout(b, 0).recv_count; i++)
       put_elem(dst, i, dt, gather_input(kind, (int)(i / b->part), i));
@@ -790,7 +804,9 @@ static double bus_factor(coll_t coll, int n)
   case COLL_ALLGATHER:
   case COLL_ALLTOALL:
   case COLL_GATHER:
-  case COLL_SCATTER: return (double)(n - 1) / n;
+  case COLL_SCATTER:
+  case COLL_ALLGATHERV:
+  case COLL_REDUCE_SCATTERV: return (double)(n - 1) / n;
   default: return 1.0; /* broadcast, reduce */
   }
 }

@@ -73,7 +73,9 @@ static void usage(FILE *f)
           "  -c, --collective NAME   allreduce (default), reduce_scatter, "
           "allgather,\n"
           "                          broadcast, reduce, alltoall, gather, "
-          "scatter\n"
+          "scatter,\n"
+          "                          allgatherv, reduce_scatterv (even "
+          "counts)\n"
           BENCH_USAGE_SIZES
           "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
           "float32 (default) float64\n"
@@ -106,6 +108,35 @@ static int run_rooted(const bench_t *b, const layout_t *L, int inplace)
   }
 }
 
+/* MPI_Allgatherv and MPI_Reduce_scatter with every rank's count equal,
+ * as baton-bench runs the v-variants. The arrays are made once per size. */
+static int run_v(const bench_t *b, const layout_t *L, const void *send)
+{
+  static int *counts, n, part = -1;
+  MPI_Datatype dt = mpi_dtype(b->o.dtype);
+
+  if (!counts || n != b->nranks) {
+    free(counts);
+    n = b->nranks;
+    counts = calloc(2 * (size_t)n, sizeof *counts);
+    if (!counts)
+      bench_die("out of memory for %d counts", n);
+    part = -1;
+  }
+  if (part != (int)b->part) {
+    part = (int)b->part;
+    for (int r = 0; r < n; r++) {
+      counts[r] = part;
+      counts[n + r] = r * part;
+    }
+  }
+  if (b->o.coll == COLL_ALLGATHERV)
+    return MPI_Allgatherv(send, part, dt, L->recv, counts, counts + n, dt,
+                          MPI_COMM_WORLD);
+  return MPI_Reduce_scatter(send, L->recv, counts, dt, mpi_op(b->o.op),
+                            MPI_COMM_WORLD);
+}
+
 static void run_coll(const bench_t *b, const layout_t *L, int inplace)
 {
   MPI_Datatype dt = mpi_dtype(b->o.dtype);
@@ -127,6 +158,10 @@ static void run_coll(const bench_t *b, const layout_t *L, int inplace)
     break;
   case COLL_ALLTOALL:
     rc = MPI_Alltoall(send, count, dt, L->recv, count, dt, MPI_COMM_WORLD);
+    break;
+  case COLL_ALLGATHERV:
+  case COLL_REDUCE_SCATTERV:
+    rc = run_v(b, L, send);
     break;
   default:
     rc = run_rooted(b, L, inplace);

@@ -246,6 +246,137 @@ class Comm:
             a.ctypes.data, out.ctypes.data, a.size, dt, int(root), h))
         return out
 
+    def _need(self, name):
+        if not _lib.has("baton_" + name):
+            raise NotImplementedError("%s: %s has no baton_%s; rebuild baton from a version "
+                                      "that has it" % (name, _lib.path, name))
+
+    def _root(self, root, call):
+        if not isinstance(root, (int, np.integer)) or isinstance(root, bool):
+            raise TypeError("%s: root must be an int, not %r" % (call, root))
+        if not 0 <= root < self.size:
+            raise ValueError("%s: root %d is not a rank in [0, %d)" % (call, root, self.size))
+        return int(root)
+
+    def _counts(self, counts, call):
+        c = np.ascontiguousarray(counts, dtype=np.int64)
+        if c.shape != (self.size,) or (c < 0).any():
+            raise ValueError("%s: counts must be %d non-negative integers, one per rank"
+                             % (call, self.size))
+        return c.astype(np.uintp)
+
+    def reduce(self, a, op="sum", root=0, out=None, dtype=None):
+        """The reduction over all ranks of a lands on root, which gets it
+        back (in place when out is a); the other ranks get None."""
+        h = self._handle()
+        self._need("reduce")
+        _array(a, "a")
+        dt, opv, root = _dtype(a, dtype), _op(op), self._root(root, "reduce")
+        recv = None
+        if self.rank == root:
+            recv = _out(out, a, a.shape, "reduce")
+            _check_overlap(a, recv, 0, "reduce")
+        self._check("reduce", _lib.lib.baton_reduce(
+            a.ctypes.data, recv.ctypes.data if recv is not None else None, a.size, dt, opv,
+            root, h))
+        return recv
+
+    def alltoall(self, a, out=None, dtype=None):
+        """a.shape[0] is size * k: block q (a[q*k:(q+1)*k]) goes to rank q,
+        and block q of the result comes from rank q. In place when out is a
+        (baton stages the input in its scratch memory)."""
+        h = self._handle()
+        self._need("alltoall")
+        _array(a, "a")
+        dt = _dtype(a, dtype)
+        if a.ndim == 0 or a.shape[0] % self.size:
+            raise ValueError("alltoall: a.shape[0] must be a multiple of the %d ranks; a has "
+                             "shape %s" % (self.size, a.shape))
+        out = _out(out, a, a.shape, "alltoall")
+        _check_overlap(a, out, 0, "alltoall")
+        self._check("alltoall", _lib.lib.baton_alltoall(
+            a.ctypes.data, out.ctypes.data, a.size // self.size, dt, h))
+        return out
+
+    def gather(self, a, root=0, out=None, dtype=None):
+        """Rank r's a lands in block r of root's result, shape
+        (size * a.shape[0],) + a.shape[1:]; the other ranks get None. In
+        place when root's a is its block of out."""
+        h = self._handle()
+        self._need("gather")
+        _array(a, "a")
+        dt, root = _dtype(a, dtype), self._root(root, "gather")
+        recv = None
+        if self.rank == root:
+            shape = (self.size * a.shape[0],) + a.shape[1:] if a.ndim else (self.size,)
+            recv = _out(out, a, shape, "gather")
+            _check_overlap(a, recv, -root * a.size, "gather")
+        self._check("gather", _lib.lib.baton_gather(
+            a.ctypes.data, recv.ctypes.data if recv is not None else None, a.size, dt, root,
+            h))
+        return recv
+
+    def scatter(self, a, root=0, out=None, dtype=None):
+        """Block r of root's a (a.shape[0] is size * k) lands on rank r, shape
+        (k,) + a.shape[1:]. Only root's a is read; the others' give the shape
+        and dtype. In place when out is root's block of a."""
+        h = self._handle()
+        self._need("scatter")
+        _array(a, "a")
+        dt, root = _dtype(a, dtype), self._root(root, "scatter")
+        if a.ndim == 0 or a.shape[0] % self.size:
+            raise ValueError("scatter: a.shape[0] must be a multiple of the %d ranks; a has "
+                             "shape %s" % (self.size, a.shape))
+        count = a.size // self.size
+        out = _out(out, a, (a.shape[0] // self.size,) + a.shape[1:], "scatter")
+        _check_overlap(a, out, root * count, "scatter")
+        self._check("scatter", _lib.lib.baton_scatter(
+            a.ctypes.data if self.rank == root else None, out.ctypes.data, count, dt, root, h))
+        return out
+
+    def allgatherv(self, a, counts, displs=None, out=None, dtype=None):
+        """Rank r's a (counts[r] elements) lands at element displs[r] of the
+        flat result on every rank; displs defaults to the blocks one after
+        the other. A given out is 1-D and may be longer than the blocks
+        span; its elements outside the blocks stay as they were. In place
+        when a is this rank's block of out."""
+        h = self._handle()
+        self._need("allgatherv")
+        _array(a, "a")
+        dt = _dtype(a, dtype)
+        c = self._counts(counts, "allgatherv")
+        d = self._counts(np.concatenate(([0], np.cumsum(c)[:-1])) if displs is None else displs,
+                         "allgatherv")
+        if a.size != int(c[self.rank]):
+            raise ValueError("allgatherv: a has %d elements, counts[%d] is %d"
+                             % (a.size, self.rank, int(c[self.rank])))
+        span = int(max((d + c)[c > 0], default=0))
+        if out is not None and getattr(out, "ndim", 0) == 1 and out.size > span:
+            span = out.size  # a longer out is fine: only the blocks are written
+        out = _out(out, a, (span,), "allgatherv")
+        _check_overlap(a, out, -int(d[self.rank]), "allgatherv")
+        self._check("allgatherv", _lib.lib.baton_allgatherv(
+            a.ctypes.data, a.size, out.ctypes.data, c.ctypes.data, d.ctypes.data, dt, h))
+        return out
+
+    def reduce_scatterv(self, a, counts, op="sum", out=None, dtype=None):
+        """a is flat, sum(counts) elements; rank r gets the reduction over all
+        ranks of its block (counts[r] elements after those of ranks < r). In
+        place when out is that block of a."""
+        h = self._handle()
+        self._need("reduce_scatterv")
+        _array(a, "a")
+        dt, opv = _dtype(a, dtype), _op(op)
+        c = self._counts(counts, "reduce_scatterv")
+        if a.size != int(c.sum()):
+            raise ValueError("reduce_scatterv: a has %d elements, the counts add up to %d"
+                             % (a.size, int(c.sum())))
+        out = _out(out, a, (int(c[self.rank]),), "reduce_scatterv")
+        _check_overlap(a, out, int(c[:self.rank].sum()), "reduce_scatterv")
+        self._check("reduce_scatterv", _lib.lib.baton_reduce_scatterv(
+            a.ctypes.data, out.ctypes.data, c.ctypes.data, dt, opv, h))
+        return out
+
     def barrier(self):
         """Returns once every rank has entered the barrier."""
         self._check("barrier", _lib.lib.baton_barrier(self._handle()))

@@ -56,6 +56,12 @@ _PROTOTYPES = {
     "baton_allgather": (_i, [_p, _p, _sz, _i, _p]),
     "baton_broadcast": (_i, [_p, _p, _sz, _i, _i, _p]),
     "baton_barrier": (_i, [_p]),
+    "baton_reduce": (_i, [_p, _p, _sz, _i, _i, _i, _p]),
+    "baton_alltoall": (_i, [_p, _p, _sz, _i, _p]),
+    "baton_gather": (_i, [_p, _p, _sz, _i, _i, _p]),
+    "baton_scatter": (_i, [_p, _p, _sz, _i, _i, _p]),
+    "baton_allgatherv": (_i, [_p, _sz, _p, _p, _p, _i, _p]),
+    "baton_reduce_scatterv": (_i, [_p, _p, _p, _i, _i, _p]),
 }
 for _name, (_res, _args) in _PROTOTYPES.items():
     # A library older than the binding may lack a call (baton_broadcast);

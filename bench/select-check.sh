@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# bench/select-check.sh - issue 4's selection target: at every size, the
+# automatic choice is within 10% of the best forced algorithm.
+#
+#   bench/select-check.sh [--part shm4|cluster4|all] [-c COLL[,COLL...]]
+#                         [-b MIN] [-e MAX] [-f F] [-w W] [-n N] [--reps R]
+#                         [--inplace] [--tune] [--rate RATE]
+#
+# For each part (shm4: 4 ranks on shared memory; cluster4: 4 emulated hosts
+# of scripts/cluster.sh, one rank each, links of RATE, default 1gbit) and
+# each collective (default allreduce): baton-bench sweeps the sizes
+# (default 8 B..128 MiB, x4) once for each algorithm baton has for the
+# collective (baton-viz --list), forced with -a, and once with the
+# automatic choice; then a table with, per size, every algorithm's time
+# per call (slowest rank's mean, out of place unless --inplace), the
+# automatic time and what it picked, the best forced algorithm and the
+# ratio auto/best. The runs of one part alternate, R rounds (--reps,
+# default 1), each time the best of the rounds. A forced algorithm that
+# cannot serve a size (flat above BATON_FLAT_BYTES) shows "-".
+#
+# What each run picked comes from a short extra run with BATON_DEBUG=INFO
+# (one call per size), since logging every call would slow the timed runs.
+# --tune first runs baton-tune for the part into a file of its own and
+# uses it for every run (else the user's tune file or the built-in costs).
+# cluster4 needs root and iproute2. Run `make` first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+PART=shm4 COLLS=allreduce MINB=8 MAXB=128M FACTOR=4 WARM=3 ITERS=10 REPS=1
+INPLACE=0 TUNE=0 RATE=1gbit INSIDE=0
+usage() { sed -n '5,7s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case $1 in
+  --part) PART=$2; shift 2 ;;
+  -c) COLLS=$2; shift 2 ;;
+  -b) MINB=$2; shift 2 ;;
+  -e) MAXB=$2; shift 2 ;;
+  -f) FACTOR=$2; shift 2 ;;
+  -w) WARM=$2; shift 2 ;;
+  -n) ITERS=$2; shift 2 ;;
+  --reps) REPS=$2; shift 2 ;;
+  --inplace) INPLACE=1; shift ;;
+  --tune) TUNE=1; shift ;;
+  --rate) RATE=$2; shift 2 ;;
+  --inside) INSIDE=1; shift ;;
+  *) usage ;;
+  esac
+done
+case $PART in shm4 | cluster4 | all) ;; *) echo "select-check.sh: --part shm4, cluster4 or all, not '$PART'" >&2; exit 2 ;; esac
+for b in baton-run baton-bench baton-viz baton-tune; do
+  [ -x "$BUILD/bin/$b" ] || { echo "select-check.sh: $BUILD/bin/$b is missing: run make" >&2; exit 1; }
+done
+ARGS=(-c "$COLLS" -b "$MINB" -e "$MAXB" -f "$FACTOR" -w "$WARM" -n "$ITERS" --reps "$REPS")
+[ "$INPLACE" = 1 ] && ARGS+=(--inplace)
+[ "$TUNE" = 1 ] && ARGS+=(--tune)
+
+if [ "$PART" = all ]; then
+  bash "$0" --part shm4 "${ARGS[@]}"
+  bash "$0" --part cluster4 --rate "$RATE" "${ARGS[@]}"
+  exit 0
+fi
+if [ "$PART" = cluster4 ] && [ "$INSIDE" = 0 ]; then
+  exec scripts/cluster.sh with 4 --rate "$RATE" -- bash "$0" --part cluster4 "${ARGS[@]}" --inside
+fi
+
+tmp=$(mktemp -d /tmp/baton-select-check.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+# launch PROG ARGS...: 4 ranks of this part.
+launch() {
+  if [ "$PART" = shm4 ]; then
+    "$BUILD/bin/baton-run" -n 4 --timeout 900 -- "$@"
+  else
+    scripts/cluster.sh launch -n 4 --ppn 1 --timeout 900 -- "$@"
+  fi
+}
+if [ "$TUNE" = 1 ]; then
+  export BATON_TUNE_FILE=$tmp/tune
+  if [ "$PART" = shm4 ]; then # alpha at one rank per core first, then oversubscribed
+    "$BUILD/bin/baton-run" -n 2 -- "$BUILD/bin/baton-tune" -o "$BATON_TUNE_FILE" >/dev/null
+  fi
+  launch "$BUILD/bin/baton-tune" -o "$BATON_TUNE_FILE" | sed 's/^/# /'
+  sed 's/^/# tune: /' "$BATON_TUNE_FILE"
+fi
+col=6 # out-of-place time; in place is column 12
+[ "$INPLACE" = 1 ] && col=12
+SWEEP=(-b "$MINB" -e "$MAXB" -f "$FACTOR")
+
+for coll in ${COLLS//,/ }; do
+  algos=$("$BUILD/bin/baton-viz" --list | awk -v c="$coll" '$1 == c {print $2}')
+  [ -n "$algos" ] || { echo "select-check.sh: baton has no algorithm for '$coll'" >&2; exit 2; }
+  # What each run picks, per size: "bytes algo", from rank 0's INFO lines.
+  for a in $algos auto; do
+    opt=(); [ "$a" = auto ] || opt=(-a "$coll:$a")
+    BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL launch "$BUILD/bin/baton-bench" -c "$coll" "${SWEEP[@]}" \
+      -w 0 -n 1 "${opt[@]}" 2>&1 >/dev/null |
+      sed -nE 's/.*\[0\] baton INFO COLL '"$coll"' ([0-9]+) B on .* -> ([a-z]+).*/\1 \2/p' >"$tmp/pick.$a"
+  done
+  # The timed runs, alternating, R rounds: "size time" per algorithm and round.
+  for r in $(seq "$REPS"); do
+    for a in $algos auto; do
+      opt=(); [ "$a" = auto ] || opt=(-a "$coll:$a")
+      launch "$BUILD/bin/baton-bench" -c "$coll" "${SWEEP[@]}" -w "$WARM" -n "$ITERS" "${opt[@]}" 2>/dev/null |
+        awk -v c="$col" '$1 ~ /^[0-9]+$/ {print $1, $c}' >>"$tmp/time.$a"
+    done
+  done
+  echo "== $PART, $coll: time per call in us ($([ "$INPLACE" = 1 ] && echo in place || echo out of place)," \
+    "best of $REPS), $(date -u '+%Y-%m-%d %H:%M UTC'), git $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \
+    "load $(cut -d' ' -f1-3 /proc/loadavg)"
+  # Model bytes -> bench size: the decision lines count N blocks for
+  # reduce_scatter, allgather, alltoall, gather and scatter, as baton-bench's
+  # size does, so they match.
+  awk -v algos="$algos" -v dir="$tmp" '
+    BEGIN {
+      na = split(algos " auto", A, " ")
+      for (i = 1; i <= na; i++) {
+        f = dir "/time." A[i]
+        while ((getline line < f) > 0) {
+          split(line, x, " "); s = x[1]
+          if (!(s in seen)) { seen[s] = 1; sizes[++ns] = s }
+          if (!((A[i], s) in T) || x[2] + 0 < T[A[i], s]) T[A[i], s] = x[2] + 0
+        }
+        f = dir "/pick." A[i]
+        while ((getline line < f) > 0) { split(line, x, " "); P[A[i], x[1]] = x[2] }
+      }
+      printf "%10s", "size"
+      for (i = 1; i < na; i++) printf " %10s", A[i]
+      printf " %10s %-8s %-8s %9s\n", "auto", "(picked)", "best", "auto/best"
+      within = 0
+      for (k = 1; k <= ns; k++) {
+        s = sizes[k]; best = ""; bt = 0
+        printf "%10s", s
+        for (i = 1; i < na; i++) {
+          a = A[i]
+          # forced but not run: the decision says another algorithm ran
+          if (((a, s) in P) && P[a, s] != a) { printf " %10s", "-"; continue }
+          printf " %10.2f", T[a, s]
+          if (best == "" || T[a, s] < bt) { best = a; bt = T[a, s] }
+        }
+        r = bt > 0 ? T["auto", s] / bt : 0
+        within += r <= 1.10
+        printf " %10.2f %-8s %-8s %9.2f%s\n", T["auto", s], "(" P["auto", s] ")", best, r,
+          r <= 1.10 ? "" : "  > 1.10"
+      }
+      printf "auto within 10%% of the best forced algorithm at %d of %d sizes\n", within, ns
+    }'
+done

@@ -1,0 +1,264 @@
+/*
+ * test_select.c - the choice of an algorithm from fixed costs (select.c),
+ * without a communicator: no timing, only the logic.
+ *
+ *  - the pick is the argmin of the model's times over every algorithm of
+ *    the table that serves the collective and fits, worked out here from
+ *    baton__model_time directly; the candidates come sorted;
+ *  - latency-bound costs make flat win small messages, bandwidth-bound
+ *    ones the ring large ones (with two or more algorithms to choose from);
+ *  - BATON_ALGO's algorithm wins where it can serve the call, and where it
+ *    cannot (does not serve the collective, flat off one host, scratch
+ *    memory too small) the next best is used with a reason;
+ *  - the same input gives the same answer, candidates and all;
+ *  - the tune file: written, read back, a malformed line named, a missing
+ *    file is no error.
+ * Prints "N passed, M failed".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "select.h"
+#include "unit.h"
+
+static const baton__coll_t colls[] = {BATON__COLL_ALLREDUCE, BATON__COLL_REDUCE_SCATTER,
+                                      BATON__COLL_ALLGATHER, BATON__COLL_BROADCAST,
+                                      BATON__COLL_REDUCE,    BATON__COLL_ALLTOALL,
+                                      BATON__COLL_GATHER,    BATON__COLL_SCATTER};
+
+static baton__select_in_t costs(int n, double alpha, double beta, int flat_fits) {
+  baton__select_in_t in = {.size = n, .flat_fits = flat_fits, .scratch_bytes = (size_t)1 << 40};
+  in.ring = (baton__cost_t){.alpha = alpha, .beta = beta, .gamma = beta / 4,
+                            .segment = 256 << 10};
+  in.pair = (baton__cost_t){.alpha = alpha * 1.5, .beta = beta * 1.5, .gamma = beta / 4,
+                            .segment = 64 << 10};
+  return in;
+}
+
+/* The model's time for algo, priced as select.c must: the ring and flat
+ * with the ring's costs, the others with the pair channels'; a chunk (the
+ * buffer for broadcast and reduce, else 1/N of it) of R pieces pays the
+ * messages' latency R - 1 more times, except for flat and the chain. */
+static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton__coll_t coll,
+                     double bytes) {
+  int flat = strcmp(a->name, "flat") == 0, ring = strcmp(a->name, "ring") == 0;
+  int rooted = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
+  const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
+  const char *name = baton__coll_name(coll);
+  double t = baton__model_time(name, a->name, in->size, bytes, c);
+  baton__cost_t one_a = {.alpha = 1, .segment = c->segment};
+  double msgs = baton__model_time(name, a->name, in->size, bytes, &one_a);
+  double chunk = rooted ? bytes : bytes / in->size, rounds = 1;
+  while (rounds * c->segment < chunk)
+    rounds++;
+  if (!flat && !(ring && rooted) && t > 0)
+    t += (rounds - 1) * msgs * c->alpha;
+  return t;
+}
+
+static void check_argmin(const baton__select_in_t *in, baton__coll_t coll, double bytes) {
+  int na, n;
+  const baton__algo_t *all = baton__algos(&na), *want = NULL;
+  double want_t = 0;
+  int fits = 0;
+  for (int i = 0; i < na; i++) {
+    if (!(all[i].colls & (1u << coll)) ||
+        (strcmp(all[i].name, "flat") == 0 && !in->flat_fits) ||
+        baton__algo_scratch(&all[i], coll, bytes) > (double)in->scratch_bytes ||
+        (strcmp(all[i].name, "hier") == 0 && (in->hosts < 2 || in->hostmax < 2)))
+      continue;
+    fits++;
+    double t = priced(in, &all[i], coll, bytes);
+    if (!want || t < want_t)
+      want = &all[i], want_t = t;
+  }
+  baton__cand_t c[16];
+  char why[256];
+  const baton__algo_t *got = baton__select_rank(in, coll, bytes, c, 16, &n, why, sizeof why);
+  EXPECT(got == want, "%s %.0f B on %d: picked %s, the model's argmin is %s",
+         baton__coll_name(coll), bytes, in->size, got ? got->name : "none",
+         want ? want->name : "none");
+  EXPECT_EQ(n, fits);
+  EXPECT(why[0] == '\0', "no reason without BATON_ALGO, got \"%s\"", why);
+  for (int i = 1; i < n; i++)
+    EXPECT(c[i - 1].t <= c[i].t, "%s %.0f B: candidates out of order: %s %g before %s %g",
+           baton__coll_name(coll), bytes, c[i - 1].algo->name, c[i - 1].t, c[i].algo->name,
+           c[i].t);
+  for (int i = 0; i < n; i++)
+    EXPECT(c[i].t == priced(in, c[i].algo, coll, bytes), "%s: %s priced %g, the model says %g",
+           baton__coll_name(coll), c[i].algo->name, c[i].t, priced(in, c[i].algo, coll, bytes));
+}
+
+static void test_argmin(void) {
+  const int sizes[] = {2, 3, 4, 5, 8, 16};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (size_t k = 0; k < sizeof colls / sizeof colls[0]; k++)
+      for (double bytes = 8; bytes <= 1 << 28; bytes *= 16)
+        for (int flat = 0; flat < 2; flat++) {
+          baton__select_in_t shm = costs(sizes[s], 0.5e-6, 0.1e-9, flat);
+          baton__select_in_t tcp = costs(sizes[s], 25e-6, 8e-9, 0);
+          check_argmin(&shm, colls[k], bytes);
+          check_argmin(&tcp, colls[k], bytes);
+        }
+}
+
+/* Where both are in the table: one rendezvous beats 2(N-1) hand-offs
+ * when latency is all that counts, and the ring's 2(N-1)/N K beats flat's
+ * N K when bandwidth is. */
+static void test_extremes(void) {
+  baton__cand_t c[16];
+  int n;
+  char why[256];
+  baton__select_in_t lat = costs(4, 1e-3, 1e-15, 1), bw = costs(4, 1e-12, 1e-6, 1);
+  const baton__algo_t *got = baton__select_rank(&lat, BATON__COLL_ALLREDUCE, 64, c, 16, &n, why,
+                                                sizeof why);
+  EXPECT(got && strcmp(got->name, "flat") == 0, "latency-bound 64 B allreduce: got %s, want flat",
+         got ? got->name : "none");
+  got = baton__select_rank(&bw, BATON__COLL_ALLREDUCE, 1 << 20, c, 16, &n, why, sizeof why);
+  EXPECT(got && strcmp(got->name, "flat") != 0,
+         "bandwidth-bound 1 MiB allreduce: got %s, anything but flat (N K bytes read)",
+         got ? got->name : "none");
+}
+
+static void test_forced(void) {
+  baton__cand_t c[16];
+  int n;
+  char why[256];
+  const baton__algo_t *ring = baton__algo_find("ring"), *flat = baton__algo_find("flat");
+  /* Forced where the model would pick something else. */
+  baton__select_in_t in = costs(4, 1e-3, 1e-15, 1);
+  in.forced = ring;
+  const baton__algo_t *got = baton__select_rank(&in, BATON__COLL_ALLREDUCE, 64, c, 16, &n, why,
+                                                sizeof why);
+  EXPECT(got == ring, "BATON_ALGO=ring: got %s", got ? got->name : "none");
+  EXPECT(why[0] == '\0', "a forced algorithm that serves says nothing, got \"%s\"", why);
+  /* Flat off one host: the next best, with the reason. */
+  in = costs(4, 25e-6, 8e-9, 0);
+  in.forced = flat;
+  got = baton__select_rank(&in, BATON__COLL_ALLREDUCE, 64, c, 16, &n, why, sizeof why);
+  EXPECT(got && got != flat, "BATON_ALGO=flat over TCP: got %s", got ? got->name : "none");
+  EXPECT(strstr(why, "BATON_ALGO asks for flat") && strstr(why, "BATON_FLAT_BYTES"),
+         "reason for flat: \"%s\"", why);
+  EXPECT(got == c[0].algo, "the next best is the best candidate: %s vs %s",
+         got ? got->name : "none", c[0].algo->name);
+  /* An algorithm that does not serve the collective (flat: no reduce). */
+  in = costs(4, 0.5e-6, 0.1e-9, 1);
+  in.forced = flat;
+  got = baton__select_rank(&in, BATON__COLL_REDUCE, 4096, c, 16, &n, why, sizeof why);
+  EXPECT(got && got != flat, "BATON_ALGO=flat for reduce: got %s", got ? got->name : "none");
+  EXPECT(strstr(why, "does not serve"), "reason for reduce: \"%s\"", why);
+  /* Scratch: an algorithm that keeps all of reduce-scatter's input. */
+  baton__algo_t fake_rhd = {.name = "rhd", .colls = 1u << BATON__COLL_REDUCE_SCATTER};
+  EXPECT(baton__algo_scratch(&fake_rhd, BATON__COLL_REDUCE_SCATTER, 1e6) == 1e6,
+         "rhd reduce_scatter keeps the whole input in scratch");
+  EXPECT(baton__algo_scratch(ring, BATON__COLL_ALLREDUCE, 1e6) == 0,
+         "the ring needs no scratch for allreduce");
+  const baton__algo_t *rhd = baton__algo_find("rhd");
+  if (rhd && (rhd->colls & (1u << BATON__COLL_REDUCE_SCATTER))) {
+    in = costs(8, 0.5e-6, 0.1e-9, 0);
+    in.scratch_bytes = 1 << 20;
+    in.forced = rhd;
+    got = baton__select_rank(&in, BATON__COLL_REDUCE_SCATTER, 1 << 24, c, 16, &n, why,
+                             sizeof why);
+    EXPECT(got && got != rhd, "rhd with 1 MiB of scratch for 16 MiB: got %s",
+           got ? got->name : "none");
+    EXPECT(strstr(why, "BATON_SCRATCH_BYTES"), "reason for scratch: \"%s\"", why);
+  } else {
+    printf("skip: the scratch fallback through select: no rhd reduce_scatter in this build\n");
+  }
+}
+
+static void test_deterministic(void) {
+  for (size_t k = 0; k < sizeof colls / sizeof colls[0]; k++)
+    for (double bytes = 8; bytes <= 1 << 27; bytes *= 4) {
+      baton__select_in_t in = costs(5, 2e-6, 0.2e-9, bytes <= 65536);
+      baton__cand_t a[16], b[16];
+      int na, nb;
+      char why[256];
+      const baton__algo_t *x = baton__select_rank(&in, colls[k], bytes, a, 16, &na, why, sizeof why);
+      const baton__algo_t *y = baton__select_rank(&in, colls[k], bytes, b, 16, &nb, why, sizeof why);
+      EXPECT(x == y && na == nb && memcmp(a, b, (size_t)na * sizeof a[0]) == 0,
+             "%s %.0f B: two answers to one question", baton__coll_name(colls[k]), bytes);
+    }
+  /* A tie keeps the table's order: price every algorithm at zero. */
+  baton__select_in_t zero = costs(4, 0, 0, 1);
+  baton__cand_t c[16];
+  int n, na;
+  char why[256];
+  const baton__algo_t *all = baton__algos(&na);
+  const baton__algo_t *got = baton__select_rank(&zero, BATON__COLL_ALLREDUCE, 1024, c, 16, &n,
+                                                why, sizeof why);
+  const baton__algo_t *first = NULL;
+  for (int i = 0; i < na && !first; i++)
+    if (all[i].colls & (1u << BATON__COLL_ALLREDUCE))
+      first = &all[i];
+  EXPECT(got == first, "a tie goes to the first in the table: got %s, want %s",
+         got ? got->name : "none", first ? first->name : "none");
+}
+
+static void test_tune_file(void) {
+  char path[] = "/tmp/baton-tune-test.XXXXXX", why[700];
+  int fd = mkstemp(path);
+  EXPECT(fd >= 0, "mkstemp");
+  if (fd < 0)
+    return;
+  close(fd);
+  baton__link_cost_t want[BATON__LINK_COUNT], got[BATON__LINK_COUNT];
+  baton__link_defaults(want);
+  want[BATON__LINK_TCP].alpha = 12.5e-6;
+  want[BATON__LINK_PAIR].beta = 0.25e-9;
+  EXPECT_EQ(baton__tune_write(path, want, "test"), 0);
+  baton__link_defaults(got);
+  EXPECT_EQ(baton__tune_read(path, got, why, sizeof why), 1);
+  for (int l = 0; l < BATON__LINK_COUNT; l++) {
+    double *w = &want[l].alpha, *g = &got[l].alpha;
+    for (int f = 0; f < 4; f++)
+      EXPECT(g[f] > w[f] * 0.999 && g[f] < w[f] * 1.001 + 1e-30, "%s field %d: %g, wrote %g",
+             baton__link_names[l], f, g[f], w[f]);
+  }
+  /* A line it does not know: the reason names the file and the line. */
+  FILE *f = fopen(path, "w");
+  fprintf(f, "# a comment\ntcp alpha=1e-05\nshm alpha=fast\n");
+  fclose(f);
+  baton__link_defaults(got);
+  EXPECT_EQ(baton__tune_read(path, got, why, sizeof why), -1);
+  EXPECT(strstr(why, path) && strstr(why, ":3:") && strstr(why, "alpha=fast"),
+         "malformed line: \"%s\"", why);
+  EXPECT(got[BATON__LINK_TCP].alpha == 1e-5, "the line before the bad one is taken: %g",
+         got[BATON__LINK_TCP].alpha);
+  f = fopen(path, "w");
+  fprintf(f, "ethernet alpha=1e-5\n");
+  fclose(f);
+  EXPECT_EQ(baton__tune_read(path, got, why, sizeof why), -1);
+  unlink(path);
+  EXPECT_EQ(baton__tune_read(path, got, why, sizeof why), 0);
+  char p[256];
+  baton__tune_path("/x/y", p, sizeof p);
+  EXPECT(strcmp(p, "/x/y") == 0, "BATON_TUNE_FILE wins: %s", p);
+  setenv("XDG_CACHE_HOME", "/cache", 1);
+  baton__tune_path("", p, sizeof p);
+  EXPECT(strcmp(p, "/cache/baton/tune") == 0, "XDG_CACHE_HOME: %s", p);
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/home/u", 1);
+  baton__tune_path("", p, sizeof p);
+  EXPECT(strcmp(p, "/home/u/.cache/baton/tune") == 0, "HOME: %s", p);
+}
+
+static void test_bytes(void) {
+  EXPECT(baton__model_bytes(BATON__COLL_ALLREDUCE, 10, 4, 8) == 40, "allreduce: the buffer");
+  EXPECT(baton__model_bytes(BATON__COLL_ALLGATHER, 10, 4, 8) == 320, "allgather: N blocks");
+  EXPECT(baton__model_bytes(BATON__COLL_REDUCE_SCATTER, 10, 4, 8) == 320,
+         "reduce_scatter: N blocks of input");
+}
+
+int main(void) {
+  test_argmin();
+  test_extremes();
+  test_forced();
+  test_deterministic();
+  test_tune_file();
+  test_bytes();
+  return unit_summary();
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# tests/test_select.sh - the algorithm choice as a user meets it.
+#
+#  - BATON_ALGO=bogus, allreduce:bogus and nosuchcoll:ring stop init with
+#    a message naming what was wrong (exit status not 0, no hang);
+#  - BATON_DEBUG=INFO prints each decision with the candidates' predicted
+#    times, once per (collective, power of two) and rank, not per call;
+#    with BATON_ALGO=ring the line says the choice was forced;
+#  - BATON_ALGO=allreduce:flat over TCP says once why flat cannot serve and
+#    the calls still run;
+#  - baton-tune writes a tune file that init then reads (rank 0 says so at
+#    INFO), and a malformed tune file is a WARN naming the line, not a
+#    failure.
+# No timing is checked: only what is printed and that the runs succeed.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+RUN=$BUILD/bin/baton-run
+BENCH=$BUILD/bin/baton-bench
+TUNE=$BUILD/bin/baton-tune
+tmp=$(mktemp -d /tmp/baton-select.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+passed=0 failed=0
+ok() { passed=$((passed + 1)); }
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+
+# expect_init_error SPEC TEXT: init fails and stderr contains TEXT.
+expect_init_error() {
+  local spec=$1 text=$2
+  if BATON_ALGO=$spec timeout 60 "$RUN" -n 2 "$BENCH" -b 8 -e 8 -w 1 -n 1 >"$tmp/out" 2>&1; then
+    fail "BATON_ALGO=$spec: the run succeeded"
+  elif ! grep -qF -- "$text" "$tmp/out"; then
+    fail "BATON_ALGO=$spec: no \"$text\" in:"
+    sed 's/^/    /' "$tmp/out" | head -5
+  else
+    ok
+  fi
+}
+expect_init_error bogus 'BATON_ALGO: unknown algorithm "bogus"; known: ring'
+expect_init_error allreduce:bogus 'BATON_ALGO: unknown algorithm "bogus"'
+expect_init_error nosuchcoll:ring 'BATON_ALGO: unknown collective "nosuchcoll" in "nosuchcoll:ring"'
+
+# The decision lines: "allreduce 1024 B on 2 ranks (shm): A t us < B t us -> A".
+line_re='allreduce 1024 B on 2 ranks \(shm\): [a-z]+ [0-9.e+-]+ us( < [a-z]+ [0-9.e+-]+ us)* -> [a-z]+'
+BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL "$RUN" -n 2 "$BENCH" -b 1K -e 1K -w 2 -n 10 \
+  >"$tmp/info" 2>&1 || fail "INFO run failed: $(tail -3 "$tmp/info")"
+n=$(grep -Ec "$line_re" "$tmp/info")
+calls=$(grep -c 'allreduce #' "$tmp/info")
+if [ "$n" = 2 ] && [ "$calls" -gt 4 ]; then ok; else
+  fail "want one decision line per rank for 1 KiB ($calls calls logged), got $n:"
+  grep 'on 2 ranks' "$tmp/info" | head -5
+fi
+# The chosen algorithm is the first, cheapest candidate.
+if grep -E "$line_re" "$tmp/info" | head -1 | grep -Eq ': ([a-z]+) [^<]* (< .*)?-> \1$'; then ok; else
+  fail "the choice is not the cheapest candidate: $(grep -E "$line_re" "$tmp/info" | head -1)"
+fi
+BATON_ALGO=ring BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL "$RUN" -n 2 "$BENCH" -b 1K -e 1K -w 1 \
+  -n 2 >"$tmp/forced" 2>&1 || fail "BATON_ALGO=ring run failed"
+if grep -Eq "allreduce 1024 B on 2 ranks \(shm\): .* -> ring \(BATON_ALGO\)" "$tmp/forced"; then ok; else
+  fail "BATON_ALGO=ring: no forced decision line: $(grep 'on 2 ranks' "$tmp/forced" | head -2)"
+fi
+
+# Flat cannot run over TCP: said once per collective, and the calls run.
+BATON_TRANSPORT=tcp BATON_ALGO=allreduce:flat BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL \
+  "$RUN" -n 2 "$BENCH" -b 8 -e 4K -f 8 -w 1 -n 3 --check >"$tmp/tcp" 2>&1 ||
+  fail "BATON_ALGO=allreduce:flat over TCP failed: $(tail -3 "$tmp/tcp")"
+n=$(grep -c 'allreduce: BATON_ALGO asks for flat, but flat needs every rank on one host' "$tmp/tcp")
+if [ "$n" = 2 ]; then ok; else fail "flat over TCP: want the reason once per rank, got $n"; fi
+if grep -Eq 'on 2 ranks \(tcp\): .* -> ring$' "$tmp/tcp"; then ok; else
+  fail "flat over TCP: no tcp decision for the ring: $(grep 'on 2 ranks' "$tmp/tcp" | head -2)"
+fi
+
+# baton-tune writes the file; init reads it.
+"$RUN" -n 2 "$TUNE" -o "$tmp/tune" >"$tmp/tune.out" 2>&1 || fail "baton-tune: $(tail -3 "$tmp/tune.out")"
+if grep -Eq '^shm alpha=[0-9.e+-]+ beta=[0-9.e+-]+ gamma=[0-9.e+-]+ oversub=' "$tmp/tune" &&
+  grep -q '^tcp ' "$tmp/tune"; then ok; else fail "baton-tune wrote: $(cat "$tmp/tune" 2>&1)"; fi
+BATON_TUNE_FILE=$tmp/tune BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=INIT "$RUN" -n 2 "$BENCH" -b 8 \
+  -e 8 -w 1 -n 1 >"$tmp/read" 2>&1 || fail "run with the tune file failed"
+if grep -q "link costs from $tmp/tune" "$tmp/read"; then ok; else fail "init did not read the tune file"; fi
+printf 'shm alpha=1e-6\nshm speed=fast\n' >"$tmp/bad"
+BATON_TUNE_FILE=$tmp/bad "$RUN" -n 2 "$BENCH" -b 8 -e 8 -w 1 -n 1 >"$tmp/badout" 2>&1 ||
+  fail "a malformed tune file stopped the run: $(tail -3 "$tmp/badout")"
+if grep -q "WARN INIT tune file: $tmp/bad:2: \"shm speed=fast\"" "$tmp/badout"; then ok; else
+  fail "malformed tune file: no WARN naming line 2: $(grep -i tune "$tmp/badout" | head -2)"
+fi
+BATON_TUNE_FILE=$tmp/missing "$RUN" -n 2 "$BENCH" -b 8 -e 8 -w 1 -n 1 >"$tmp/missing.out" 2>&1 ||
+  fail "a missing BATON_TUNE_FILE stopped the run"
+if grep -q "BATON_TUNE_FILE=$tmp/missing does not exist" "$tmp/missing.out"; then ok; else
+  fail "missing BATON_TUNE_FILE: not said"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
