@@ -202,6 +202,8 @@ bad "nothing to draw" "$VIZ" -c barrier -n 4
 bad "nothere" "$VIZ" --trace "$tmp/nothere.%r"
 echo '{"seq":1,"rank":0' >"$tmp/broken.0"
 bad "broken.0" "$VIZ" --trace "$tmp/broken.%r"
+echo '{"seq":1,"rank":0,"size":2,"coll":"allreduce","algo":"ring","dtype":"float32","count":4,"root":-1,"host":5,"phase":"reduce_scatter","step":0,"send_to":1,"send_chunk":1,"recv_from":1,"recv_chunk":0,"t_start_us":1,"t_end_us":2}' >"$tmp/host.0"
+bad "host 5 is not a host of 2 ranks" "$VIZ" --trace "$tmp/host.%r"
 printf 'not json at all\n' >"$tmp/junk.0"
 bad "junk.0" "$VIZ" --trace "$tmp/junk.%r"
 bad "--bw" "$MODEL" -n 4 -s 1M --bw fast

@@ -193,7 +193,10 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
     }
     r->step = (int)num(line, "step", where);
     if (field(line, "host")) {
-      v->s.host[rank] = (int)num(line, "host", where);
+      double h = num(line, "host", where);
+      if (h < 0 || h >= v->s.n || h >= MAX_N)
+        die("%s: host %g is not a host of %d ranks", where, h, v->s.n);
+      v->s.host[rank] = (int)h;
       v->s.has_hosts |= v->s.host[rank] != rank;
     }
     r->send_to = (int)num(line, "send_to", where);
