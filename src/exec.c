@@ -291,19 +291,37 @@ static int recv_stream(run_t *r, const baton__step_t *st) {
   return 0;
 }
 
-/* A step that receives into chunks it has just sent (recursive doubling's
- * allreduce: both partners exchange the whole buffer) must not write them
- * while a transport that sends from the caller's memory (TCP send_ref)
- * may still be reading them: it waits for its send to leave first. The
- * message fits in half the peer's slots, so the wait cannot deadlock. */
+/* The bytes [*lo, *hi) that the current pieces of chunks [first, first + n)
+ * span, in INPUT or WORK; empty (lo == hi) when they hold nothing. */
+static void run_span(const run_t *r, int first, int n, int input, uintptr_t *lo,
+                     uintptr_t *hi) {
+  *lo = UINTPTR_MAX, *hi = 0;
+  for (int i = 0; i < n; i++) {
+    int c = chunk_at(r, first, i);
+    size_t len = piece_len(r, c) * r->a->elsize;
+    uintptr_t p = (uintptr_t)(input ? in_ptr(r, c, 0) : out_ptr(r, c, 0));
+    if (len && p < *lo)
+      *lo = p;
+    if (len && p + len > *hi)
+      *hi = p + len;
+  }
+  if (*hi == 0)
+    *lo = 0;
+}
+
+/* A step that receives into the memory it has just sent from (recursive
+ * doubling's allreduce: both partners exchange the whole buffer) must not
+ * write it while a transport that sends from the caller's memory (TCP
+ * send_ref) may still be reading it: it waits for the send to leave first.
+ * The message fits in half the peer's slots, so the wait cannot deadlock. */
 static int flush_overlap(run_t *r, const baton__step_t *st) {
   baton__conn_t *c = baton__conn_to(r->comm, st->send_peer);
   if (!c->ops->send_ref || !c->ops->flush)
     return 0;
-  int n = r->comm->size, overlap = 0;
-  for (int i = 0; i < st->recv_n && !overlap; i++)
-    overlap = (st->recv_chunk + i - st->send_chunk + n) % n < st->send_n;
-  int rc = overlap ? c->ops->flush(c) : 0;
+  uintptr_t slo, shi, rlo, rhi;
+  run_span(r, st->send_chunk, st->send_n, st->send_from == BATON__FROM_INPUT, &slo, &shi);
+  run_span(r, st->recv_chunk, st->recv_n, 0, &rlo, &rhi);
+  int rc = slo < rhi && rlo < shi ? c->ops->flush(c) : 0;
   return rc ? step_fail(r, rc, c) : 0;
 }
 
@@ -381,10 +399,12 @@ size_t baton__sched_work_bytes(const baton_comm_t *comm, size_t elsize) {
   size_t most = 0;
   for (int i = 0; i < s->nsteps; i++) {
     const baton__step_t *st = &s->steps[i];
-    /* WORK is touched by a kept receive, a send from WORK or a local copy. */
+    /* WORK is touched by a kept receive, a send from WORK or a local copy;
+     * a send fed by the previous step's forward touches nothing. */
+    int fed = i > 0 && s->steps[i - 1].forward;
     int runs[2][2] = {{st->recv_chunk, st->recv_peer >= 0 && st->keep ? st->recv_n : 0},
-                      {st->send_chunk, st->send_from == BATON__FROM_WORK || st->send_keep
-                                           ? st->send_n : 0}};
+                      {st->send_chunk, !fed && (st->send_from == BATON__FROM_WORK ||
+                                                st->send_keep) ? st->send_n : 0}};
     for (int k = 0; k < 2; k++)
       for (int j = 0; j < runs[k][1]; j++) {
         int c = (runs[k][0] + j) % comm->size;

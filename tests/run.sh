@@ -130,6 +130,10 @@ for n in 1 2 3 4 5 8; do
 done
 # The largest counts through small segments: hundreds of rounds per call.
 run "test_coll -n 4 $RING_SMALL" 1 env $RING_SMALL "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll"
+# The chain reduce forwards on non-roots and needs no scratch memory there.
+run "test_coll -n 3 --coll reduce --quick BATON_ALGO=reduce:ring BATON_SCRATCH_BYTES=4K" 1 \
+  env BATON_ALGO=reduce:ring BATON_SCRATCH_BYTES=4K "$BUILD/bin/baton-run" -n 3 \
+  "$BUILD/tests/test_coll" --coll reduce --quick
 # Every size through the flat algorithm, up to the largest counts.
 run "test_coll -n 5 BATON_FLAT_BYTES=16M" 1 \
   env BATON_FLAT_BYTES=16M "$BUILD/bin/baton-run" -n 5 "$BUILD/tests/test_coll"

@@ -523,13 +523,21 @@ static int served(test_t *T, int coll) {
   return tally_record(&T->t, tally_rc(&T->t, rc, coll_names[coll])) || 1;
 }
 
+/* alltoall and reduce_scatterv move N blocks of the count each, as
+ * reduce_scatter does; past 65537 elements (many rounds already) their
+ * paths are those of smaller counts and of reduce_scatter's largest, so the
+ * largest count is left to reduce_scatter unless --count asks for it. */
+static int too_large(const test_t *T, int coll, size_t count) {
+  return (coll == ALLTOALL || coll == REDUCE_SCATTERV) && count > 65537 && T->only_count < 0;
+}
+
 static void sweep(test_t *T, int coll) {
   int nops = NO_OP(coll) ? 1 : BATON_OP_COUNT;
   for (int dt = 0; dt < BATON_DTYPE_COUNT; dt++)
     for (int op = 0; op < nops; op++)
       for (int i = 0; i < T->ncounts && !T->t.broken; i++) {
         int o = NO_OP(coll) ? -1 : op;
-        if (selected(T, dt, o, T->counts[i]))
+        if (selected(T, dt, o, T->counts[i]) && !too_large(T, coll, T->counts[i]))
           sweep_one(T, coll, dt, o, T->counts[i]);
       }
 }

@@ -40,9 +40,9 @@
 
 int baton__rhd_max_steps(int size) { return 2 * baton__log2_below(size) + 2; }
 
-/* Halving; returns the next step number. `folded`: the rank already holds
- * all its chunks in WORK. */
-static int halving(baton__sched_t *s, const baton__fold_t *f, int folded) {
+/* The halving steps; folded: the rank already holds all its chunks in
+ * WORK (the fold added its partner's input in). */
+static void halving(baton__sched_t *s, const baton__fold_t *f, int folded) {
   int lo = 0, hi = f->p, step = 0;
   for (int d = f->p / 2; d >= 1; d /= 2, step++) {
     int mid = lo + d, low = f->v < mid;
@@ -59,7 +59,6 @@ static int halving(baton__sched_t *s, const baton__fold_t *f, int folded) {
     st->finish = d == 1;
     lo = keep_lo, hi = keep_hi;
   }
-  return step;
 }
 
 void baton__rhd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
