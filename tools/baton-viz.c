@@ -6,21 +6,25 @@
  *
  * The steps come from the library itself (baton__schedule_for(), the table
  * in src/algo.c), so the picture is the schedule that runs, for any
- * algorithm in that table. One panel per step: the ranks as nodes (on a
- * ring, or in levels of a tree), an arrow for every transfer labelled with
- * its chunk, and under every rank a bar of its chunks coloured by how many
- * ranks' contributions each holds before the step; a last panel shows the
- * result. With --trace the collective is a real run's (BATON_TRACE, see
- * docs/trace.md): its schedule is checked against the trace, and each
- * panel gives every rank's measured step time, the slowest in red, under
- * a timeline of all steps of all ranks.
+ * algorithm in that table; viz_sim.h runs them on all ranks at once. One
+ * panel per step: the ranks as nodes (on a ring, or as the tree the
+ * transfers make when the table's layout says "tree"), an arrow for every
+ * message labelled with its run of chunks (dashed when it comes from the
+ * sender's INPUT), and in every rank its WORK as a bar of chunks coloured
+ * by how many ranks' contributions each holds before the step, over a
+ * strip for its INPUT; a last panel shows the result and whether it is
+ * what the collective promises (exit 1 when not). With --trace the
+ * collective is a real run's (BATON_TRACE, see docs/trace.md): its
+ * schedule is checked against the trace, and each panel gives every rank's
+ * measured step time, the slowest in red, under a timeline of all steps of
+ * all ranks. docs/diagrams.md says how to read one.
  *
  * The output is SVG, or with an .html output (or --html) a page that shows
  * one step at a time with a slider.
  *
  * A new algorithm needs nothing here. A new collective needs its name in
- * baton__coll_name() and, here, what each rank holds before the first step
- * (initial_state) and what a finished chunk holds (need).
+ * baton__coll_name() and, in viz_sim.h, what each rank's INPUT holds
+ * (sim_input) and what the collective promises (sim_promise).
  */
 #include <getopt.h>
 #include <math.h>
