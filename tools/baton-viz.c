@@ -909,11 +909,11 @@ int main(int argc, char **argv) {
     write_svg(o, &v);
   if (ferror(o) || (out && fclose(o) != 0))
     die("writing %s failed", out ? out : "stdout");
-  if (v.s.bad[0]) {
+  int broken = v.s.bad[0] != 0;
+  if (broken)
     fprintf(stderr, "baton-viz: %s %s on %d ranks: the result is not what %s promises: %s\n",
             v.s.algo->name, baton__coll_name(v.s.coll), v.s.n, baton__coll_name(v.s.coll),
             v.s.bad);
-    return 1;
-  }
-  return 0;
+  sim_free(&v.s);
+  return broken;
 }
