@@ -89,7 +89,7 @@ install: all
 	install -m 755 $(BUILD)/lib/libbaton.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(BUILD)/lib/libbaton.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/bin/baton-run $(BUILD)/bin/baton-bench $(BUILD)/bin/baton-soak $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(BUILD)/bin/baton-viz $(BUILD)/bin/baton-model $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BUILD)/bin/baton-viz $(BUILD)/bin/baton-model $(BUILD)/bin/baton-tune $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
 
 # The Python package, where `PYTHONPATH=$(PREFIX)/lib/python3/site-packages`

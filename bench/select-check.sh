@@ -15,7 +15,8 @@
 # per call (slowest rank's mean, out of place unless --inplace), the
 # automatic time and what it picked, the best forced algorithm and the
 # ratio auto/best. The runs of one part alternate, R rounds (--reps,
-# default 1), each time the best of the rounds. A forced algorithm that
+# default 1, each round in a rotated order), each time the best of the
+# rounds. A forced algorithm that
 # cannot serve a size (flat above BATON_FLAT_BYTES) shows "-".
 #
 # What each run picked comes from a short extra run with BATON_DEBUG=INFO
@@ -95,9 +96,13 @@ for coll in ${COLLS//,/ }; do
       -w 0 -n 1 "${opt[@]}" 2>&1 >/dev/null |
       sed -nE 's/.*\[0\] baton INFO COLL '"$coll"' ([0-9]+) B on .* -> ([a-z]+).*/\1 \2/p' >"$tmp/pick.$a"
   done
-  # The timed runs, alternating, R rounds: "size time" per algorithm and round.
-  for r in $(seq "$REPS"); do
-    for a in $algos auto; do
+  # The timed runs, alternating, R rounds: "size time" per algorithm and
+  # round; each round starts one further along the list, so no algorithm
+  # always runs first or last.
+  all=($algos auto)
+  for r in $(seq 0 $((REPS - 1))); do
+    for i in $(seq 0 $((${#all[@]} - 1))); do
+      a=${all[$(((i + r) % ${#all[@]}))]}
       opt=(); [ "$a" = auto ] || opt=(-a "$coll:$a")
       launch "$BUILD/bin/baton-bench" -c "$coll" "${SWEEP[@]}" -w "$WARM" -n "$ITERS" "${opt[@]}" 2>/dev/null |
         awk -v c="$col" '$1 ~ /^[0-9]+$/ {print $1, $c}' >>"$tmp/time.$a"

@@ -123,6 +123,14 @@ static const baton__algo_t *serving(baton_comm_t *comm, baton__coll_t coll, size
   return NULL;
 }
 
+/* The algorithm as the call's signature carries it: ranks that chose
+ * differently (different BATON_ALGO, say) fail with BATON_EMISMATCH. */
+static uint8_t algo_id(const baton__algo_t *algo) {
+  int n;
+  const baton__algo_t *all = baton__algos(&n);
+  return algo ? (uint8_t)(algo - all + 1) : 0;
+}
+
 /* Size 1: each chunk from the input to the output, where they differ. */
 static void run_local(const baton_comm_t *comm, const call_t *c, size_t es) {
   for (int r = 0; r < comm->size; r++)
@@ -166,7 +174,10 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   comm->sig = (baton__sig_t){.seq = comm->seq, .count = c->count,
                              .root = c->root == NO_ROOT ? -1 : c->root, .coll = (uint8_t)coll,
                              .dtype = (uint8_t)c->dtype,
-                             .op = c->op == BATON_OP_COUNT ? 0 : (uint8_t)c->op};
+                             .op = c->op == BATON_OP_COUNT ? 0 : (uint8_t)c->op,
+                             .algo = algo_id(algo)};
+  if (comm->shm)
+    baton__shm_publish(comm->shm, &comm->sig);
   rc = baton__comm_begin(comm, c->name);
   if (rc)
     return rc;

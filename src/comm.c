@@ -25,8 +25,11 @@ static char init_error[BATON__ERRLEN];
 const char *baton_last_init_error(void) { return init_error; }
 
 static int breaks_comm(int rc) {
+  /* ENOMEM reaches baton__fail only from a collective that has begun (its
+   * scratch memory): the peers wait for this rank's part, so they must be
+   * told rather than left to time out. */
   return rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT || rc == BATON_EPROTO ||
-         rc == BATON_EMISMATCH || rc == BATON_EABORTED || rc == BATON_ESYS;
+         rc == BATON_EMISMATCH || rc == BATON_EABORTED || rc == BATON_ESYS || rc == BATON_ENOMEM;
 }
 
 /* Where a message quotes another rank's failure: the first ": rank N: ". */
@@ -124,7 +127,7 @@ static int comm_check(void *ctx, char *why, size_t whylen) {
   int rc = baton__shm_poisoned(c->shm, why, whylen);
   if (!rc && c->shm && c->tcp)
     rc = baton__tcp_check(c->tcp, why, whylen);
-  if (!rc && c->shm && c->one_host && c->seq > 0)
+  if (!rc && c->shm && c->seq > 0)
     rc = baton__shm_peek(c->shm, c->shm_calls + 1, &c->sig, why, whylen);
   return rc;
 }

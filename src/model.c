@@ -10,7 +10,10 @@
  *
  * "naive" (naive.c) passes everything through one rank: what must be
  * reduced or gathered goes to it, one message per peer, and the result
- * comes back the same way, so its costs add both legs. For alltoall it
+ * comes back the same way, so its costs add both legs. The hub's N - 1
+ * messages of a leg all travel at once (no rank waits for another's), so a
+ * leg pays one latency, while its bytes pass the hub one after the other:
+ * a + (N-1)Kb per leg. For alltoall it
  * sends straight to every rank that needs the data, one message per peer;
  * "pairwise" sends the same messages in N - 1 steps that pair the ranks up
  * so that no rank receives two at once. The model does not see
@@ -67,7 +70,7 @@ static double frac(int n) { return (double)(n - 1) / n; }
 
 /* allreduce */
 FN(ar_ring, 2 * (n - 1) * A + 2 * frac(n) * B + frac(n) * G)
-FN(ar_naive, (n - 1) * (2 * A + 2 * B + G)) /* all in to rank 0, reduced, all out again */
+FN(ar_naive, 2 * A + (n - 1) * (2 * B + G)) /* all in to rank 0, reduced, all out again */
 FN(ar_rhd, 2 * log2p(n) * A + 2 * frac(pow2_below(n)) * B +
                frac(pow2_below(n)) * G + fold(n, k, c, 2, 1))
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
@@ -83,37 +86,38 @@ FN(ar_hier, 2 * (hosts_of(n, c) - 1) * A + 2 * frac((int)hosts_of(n, c)) * B +
 /* reduce_scatter: K is the input, N blocks of K/N */
 FN(rs_ring, (n - 1) * A + frac(n) * (B + G))
 FN(rs_rhd, log2p(n) * A + frac(pow2_below(n)) * (B + G) + fold(n, k, c, 1, 1))
-FN(rs_naive, (n - 1) * (A + B + G) + (n - 1) * (A + B / n))
+FN(rs_naive, 2 * A + (n - 1) * (B + G) + (n - 1) * B / n)
 FN(rs_flat, A + B + frac(n) * G)
 /* allgather: K is the output, N blocks of K/N */
 FN(ag_ring, (n - 1) * A + frac(n) * B)
 FN(ag_rd, log2p(n) * A + frac(pow2_below(n)) * B + fold(n, k, c, 1, 0))
-FN(ag_naive, (n - 1) * (A + B / n) + (n - 1) * (A + frac(n) * B))
+FN(ag_naive, 2 * A + (n - 1) * B / n + (n - 1) * frac(n) * B)
 FN(ag_flat, A + B)
 /* broadcast and reduce: K is the buffer */
-FN(bc_naive, (n - 1) * (A + B))
+FN(bc_naive, A + (n - 1) * B)
 FN(bc_tree, lg(n) * (A + B))
 FN(bc_chain, (n - 2 + segments(k, c)) * (A + B / segments(k, c)))
 FN(bc_flat, A + 2 * B)
-FN(rd_naive, (n - 1) * (A + B + G))
+FN(rd_naive, A + (n - 1) * (B + G))
 FN(rd_tree, lg(n) * (A + B + G))
 FN(rd_chain, (n - 2 + segments(k, c)) * (A + (B + G) / segments(k, c)))
 FN(rd_ring, 2 * (n - 1) * A + 2 * frac(n) * B + frac(n) * G)
 /* alltoall, gather, scatter: K is N blocks of K/N */
 FN(blocks_direct, (n - 1) * (A + B / n))
+FN(blocks_hub, A + frac(n) * B)
 FN(blocks_tree, lg(n) * A + frac(n) * B)
 
 static const baton__model_t rows[] = {
     {"allreduce", "ring", "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", ar_ring},
-    {"allreduce", "naive", "(N-1)(2a + 2Kb + Kg)", ar_naive},
+    {"allreduce", "naive", "2a + (N-1)(2Kb + Kg)", ar_naive},
     {"allreduce", "rhd", "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold]", ar_rhd},
     {"allreduce", "rd", "log2(P)(a + Kb + Kg) [+ fold]", ar_rd},
     {"allreduce", "tree", "2L(a + Kb) + L Kg", ar_tree},
     {"allreduce", "flat", "a + Kb + (N-1) Kg", ar_flat},
     {"allreduce", "hier", "2(L-1)a + 2(L-1)/L Kb + (L-1)/L Kg + (N/L-1) Kg, L hosts", ar_hier},
     {"reduce_scatter", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"reduce_scatter", "naive", "(N-1)(a + Kb + Kg) + (N-1)(a + Kb/N)", rs_naive},
-    {"reduce_scatterv", "naive", "(N-1)(a + Kb + Kg) + (N-1)(a + Kb/N)", rs_naive},
+    {"reduce_scatter", "naive", "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive},
+    {"reduce_scatterv", "naive", "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive},
     {"reduce_scatter", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
     {"reduce_scatter", "pairwise", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
     {"reduce_scatter", "flat", "a + Kb + (N-1)/N Kg", rs_flat},
@@ -123,25 +127,25 @@ static const baton__model_t rows[] = {
     {"reduce_scatterv", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
     {"reduce_scatterv", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
     {"allgatherv", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
-    {"allgather", "naive", "(N-1)(a + Kb/N) + (N-1)(a + (N-1)/N Kb)", ag_naive},
-    {"allgatherv", "naive", "(N-1)(a + Kb/N) + (N-1)(a + (N-1)/N Kb)", ag_naive},
+    {"allgather", "naive", "2a + (N-1)Kb/N + (N-1)(N-1)/N Kb", ag_naive},
+    {"allgatherv", "naive", "2a + (N-1)Kb/N + (N-1)(N-1)/N Kb", ag_naive},
     {"allgather", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
     {"allgather", "pairwise", "(N-1)a + (N-1)/N Kb", ag_ring},
     {"allgather", "flat", "a + Kb", ag_flat},
-    {"broadcast", "naive", "(N-1)(a + Kb)", bc_naive},
+    {"broadcast", "naive", "a + (N-1)Kb", bc_naive},
     {"broadcast", "tree", "L(a + Kb)", bc_tree},
     {"broadcast", "chain", "(N-2+S)(a + Kb/S)", bc_chain},
     {"broadcast", "ring", "(N-2+S)(a + Kb/S): the chain, the ring opened at the root", bc_chain},
     {"broadcast", "flat", "a + 2Kb", bc_flat},
-    {"reduce", "naive", "(N-1)(a + Kb + Kg)", rd_naive},
+    {"reduce", "naive", "a + (N-1)(Kb + Kg)", rd_naive},
     {"reduce", "tree", "L(a + Kb + Kg)", rd_tree},
     {"reduce", "chain", "(N-2+S)(a + K(b + g)/S)", rd_chain},
     {"reduce", "ring", "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", rd_ring},
     {"alltoall", "naive", "(N-1)(a + Kb/N)", blocks_direct},
     {"alltoall", "pairwise", "(N-1)(a + Kb/N)", blocks_direct},
-    {"gather", "naive", "(N-1)(a + Kb/N)", blocks_direct},
+    {"gather", "naive", "a + (N-1)/N Kb", blocks_hub},
     {"gather", "tree", "La + (N-1)/N Kb", blocks_tree},
-    {"scatter", "naive", "(N-1)(a + Kb/N)", blocks_direct},
+    {"scatter", "naive", "a + (N-1)/N Kb", blocks_hub},
     {"scatter", "tree", "La + (N-1)/N Kb", blocks_tree},
 };
 

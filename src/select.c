@@ -13,8 +13,11 @@
  * a collective, so a communicator with any TCP link is priced with TCP's
  * costs; else the ring with the shared-memory ring channels' and the other
  * algorithms with the pair channels'. When a host runs more ranks than it
- * has cores, every message may wait for the scheduler: alpha grows by
- * `oversub` for each rank per core beyond one.
+ * has cores, every message may wait for the scheduler and the copies share
+ * the cores: alpha grows by `oversub` for each rank per core beyond one,
+ * and beta and gamma in proportion to the ranks per core. The formulas are
+ * the textbook's; baton__select_predict adds what this executor pays on
+ * top (its rounds, hier's fold).
  *
  * Every rank must pick the same algorithm for a call, or the job hangs. A
  * decision depends only on (collective, bytes, N, topology, costs), and
@@ -47,8 +50,9 @@ const char *const baton__link_names[BATON__LINK_COUNT] = {"shm", "pair", "tcp"};
  *    beta * ranks per core has them;
  *  - gamma: baton-tune's float32 sum on 64 KiB in cache, 0.014 ns/B, and
  *    flat's slopes at N=2 and N=4 (K(beta + (N-1) gamma)) give 0.0085;
- *  - pair: the stream path's 64 KiB pieces, assumed dearer than the ring's
- *    channels until baton-tune measures them;
+ *  - pair: not measured on a quiet machine yet. baton-tune under a load
+ *    average of 9-10 put the pair channels' beta at 2.0-4.5 times the
+ *    ring's and alpha at 1.0-1.5 times: taken as 1.8 and 1.5 times;
  *  - tcp: 8 B ring allreduce on 4 emulated hosts (scripts/cluster.sh,
  *    1 Gbit/s links), 157 us for 6 steps: alpha 26 us; 119.5 MB/s: beta
  *    8.4 ns/B. The slowest network baton is tested on; loopback TCP is
@@ -56,7 +60,7 @@ const char *const baton__link_names[BATON__LINK_COUNT] = {"shm", "pair", "tcp"};
 void baton__link_defaults(baton__link_cost_t cost[BATON__LINK_COUNT]) {
   cost[BATON__LINK_SHM] = (baton__link_cost_t){.alpha = 0.55e-6, .beta = 0.11e-9,
                                                .gamma = 0.015e-9, .oversub = 6.3e-6};
-  cost[BATON__LINK_PAIR] = (baton__link_cost_t){.alpha = 0.8e-6, .beta = 0.15e-9,
+  cost[BATON__LINK_PAIR] = (baton__link_cost_t){.alpha = 0.8e-6, .beta = 0.2e-9,
                                                 .gamma = 0.015e-9, .oversub = 6.3e-6};
   cost[BATON__LINK_TCP] = (baton__link_cost_t){.alpha = 26e-6, .beta = 8.4e-9,
                                                .gamma = 0.015e-9, .oversub = 6.3e-6};
@@ -207,23 +211,32 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
 
 /* The model's time, plus what the executor adds (exec.c): it runs the
  * whole schedule once per round, each round moving one piece of every
- * chunk (`segment` here: a window of slots for the ring, a share of one for
- * the others), so a chunk larger than a piece pays every message's alpha
- * again each extra round. The chain (the ring's broadcast and reduce)
- * pipelines those rounds along the line, which its formula counts with S
- * = K / piece; flat is one rendezvous whatever its size. */
+ * chunk (a window of slots for the ring, a share of one for the others), so
+ * a chunk larger than a piece pays every message's alpha again each extra
+ * round. The chain (the ring's broadcast and reduce) forwards each segment
+ * as it arrives, across rounds too, which its formula counts with S = K /
+ * segment; flat is one rendezvous whatever its size. */
 double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
                              baton__coll_t coll, double bytes) {
   const char *name = baton__coll_name(coll);
   int flat = strcmp(algo->name, "flat") == 0, ring = strcmp(algo->name, "ring") == 0;
   int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
   const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
+  double piece = ring || flat ? in->ring_piece : in->pair_piece;
   double t = baton__model_time(name, algo->name, in->size, bytes, c);
-  if (t <= 0 || flat || (ring && one_chunk) || c->segment <= 0)
+  if (t > 0 && strcmp(algo->name, "hier") == 0) {
+    /* Its formula counts the fold and unfold inside a host as reductions
+     * only; each is also a message of the whole buffer per other rank of
+     * the host, through shared memory, or TCP with BATON_TRANSPORT=tcp. */
+    const baton__cost_t *l = in->tcp_inside ? c : &in->local;
+    double m = c->hosts >= 1 ? in->size / c->hosts : 1;
+    t += 2 * (m - 1) * (l->alpha + bytes * l->beta);
+  }
+  if (t <= 0 || flat || (ring && one_chunk) || piece <= 0)
     return t;
   double chunk = one_chunk ? bytes : bytes / in->size;
-  double rounds = (double)(unsigned long long)(chunk / c->segment);
-  rounds += rounds * c->segment < chunk;
+  double rounds = (double)(unsigned long long)(chunk / piece);
+  rounds += rounds * piece < chunk;
   if (rounds <= 1)
     return t;
   const baton__cost_t per_msg = {.alpha = 1, .segment = c->segment};
@@ -286,8 +299,8 @@ const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__col
 struct baton__select_state {
   baton__link_cost_t link[BATON__LINK_COUNT]; /* as rank 0 read them */
   double ranks_per_core; /* the most ranks of one host per core of rank 0's host */
-  int tcp;
-  int hosts, hostmax;    /* hosts, and the most ranks on one */
+  int hosts, hostmax;    /* hosts (groups that share memory), and the most ranks on one */
+  int tcp, tcp_inside;   /* some link is TCP; ranks of one host talk over TCP */
   const char *net;       /* "shm", "tcp" or "shm+tcp", for the log */
   struct {
     double bytes;
@@ -302,7 +315,7 @@ static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_
   const baton__link_cost_t *c = &s->link[l];
   double p = s->ranks_per_core > 1 ? s->ranks_per_core : 1;
   return (baton__cost_t){.alpha = c->alpha + c->oversub * (p - 1), .beta = c->beta * p,
-                         .gamma = c->gamma * p, .segment = segment};
+                         .gamma = c->gamma * p, .segment = segment, .hosts = s->hosts};
 }
 
 /* The costs every rank uses: rank 0's file, rank 0's cores. */
@@ -364,6 +377,7 @@ int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
   }
   int tcp_only = strcmp(comm->params.transport, "tcp") == 0;
   s->hosts = hosts, s->hostmax = hostmax;
+  s->tcp_inside = tcp_only && hostmax > 1;
   s->tcp = comm->size > 1 && (hosts > 1 || tcp_only);
   s->net = !s->tcp ? "shm" : hosts > 1 && hostmax > 1 && !tcp_only ? "shm+tcp" : "tcp";
   int rc = share_costs(comm, s, hostmax, err, errlen);
@@ -415,16 +429,17 @@ static void log_choice(baton_comm_t *comm, baton__coll_t coll, double bytes,
 static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                    size_t elsize, double bytes) {
   struct baton__select_state *s = comm->select;
-  baton__select_in_t in = {.size = comm->size, .tcp = s->tcp,
+  baton__select_in_t in = {.size = comm->size, .tcp = s->tcp, .tcp_inside = s->tcp_inside,
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
                            .scratch_bytes = comm->params.scratch_bytes,
                            .forced = comm->forced[coll], .hosts = s->hosts,
                            .hostmax = s->hostmax};
-  in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM,
-                      baton__select_piece(comm, 1));
+  in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes);
   in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
-                      baton__select_piece(comm, 0));
-  in.pair.hosts = s->hosts;
+                      (double)comm->stream_slot_bytes);
+  in.local = link_cost(s, BATON__LINK_PAIR, (double)comm->stream_slot_bytes);
+  in.ring_piece = baton__select_piece(comm, 1);
+  in.pair_piece = baton__select_piece(comm, 0);
   baton__cand_t cands[16];
   int n;
   char why[256];

@@ -52,10 +52,13 @@ void baton__tune_path(const char *knob, char *path, size_t len);
 typedef struct {
   int size;             /* N */
   int tcp;              /* some link of the communicator is TCP: it sets the pace */
+  int tcp_inside;       /* BATON_TRANSPORT=tcp with several ranks on a host */
   int flat_fits;        /* baton__flat_fits for this call */
   size_t scratch_bytes; /* BATON_SCRATCH_BYTES */
-  baton__cost_t ring;   /* what the ring (and its chain) and flat pay; segment: the piece */
-  baton__cost_t pair;   /* what every other algorithm pays; segment: the piece */
+  baton__cost_t ring;   /* what the ring (and its chain) and flat pay; segment: a slot */
+  baton__cost_t pair;   /* what every other algorithm pays */
+  baton__cost_t local;  /* shared memory between two ranks of a host (hier's fold) */
+  double ring_piece, pair_piece; /* bytes of a chunk one round moves (exec.c) */
   const baton__algo_t *forced; /* BATON_ALGO for this collective, or NULL */
   int hosts, hostmax;   /* hosts, and the most ranks on one (hier) */
 } baton__select_in_t;
@@ -78,7 +81,7 @@ const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__col
 /* Predicted seconds of `algo` for this call: the model's formula with the
  * ring's costs (ring, flat) or the pair channels' (the others), plus every
  * message's alpha again for each round of the executor beyond the first
- * (a round moves one piece of each chunk: the costs' `segment`). */
+ * (a round moves one piece of each chunk). */
 double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
                              baton__coll_t coll, double bytes);
 

@@ -284,6 +284,7 @@ else
         run "asan $unit" 1 "$SAN_BUILD/tests/$unit"
       fi
     done
+    run "asan test_select.sh" 1 env BUILD="$SAN_BUILD" bash tests/test_select.sh
     for n in 1 2 3 4; do
       run "asan test_coll -n $n --quick" 1 \
         "$SAN_BUILD/bin/baton-run" -n "$n" "$SAN_BUILD/tests/test_coll" --quick

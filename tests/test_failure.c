@@ -11,7 +11,7 @@
  *                             thread of rank 0 calls baton_comm_abort, which
  *                             must wake it (EABORTED); rank N-1, arriving
  *                             late, must fail fast too
- *   test_failure mismatch N   four ways of calling different things on one
+ *   test_failure mismatch N   five ways of calling different things on one
  *                             rank; every rank must return BATON_EMISMATCH
  *                             naming both calls
  *
@@ -33,7 +33,7 @@
 
 #include "baton.h"
 
-#define NCASES 4
+#define NCASES 5
 #define BIG (1 << 20) /* floats: 4 MiB, the ring */
 
 static int passed, failed, rank, size;
@@ -162,8 +162,10 @@ static int mismatched_call(int k, baton_comm_t *comm, float *buf) {
   case 2: /* another collective */
     return odd ? baton_broadcast(buf, buf, BIG, BATON_FLOAT32, 0, comm)
                : baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
-  default: /* another dtype, small */
+  case 3: /* another dtype, small */
     return baton_allreduce(buf, buf, 8, odd ? BATON_INT32 : BATON_FLOAT32, BATON_SUM, comm);
+  default: /* the same call through another algorithm (BATON_ALGO set at join) */
+    return baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
   }
 }
 
@@ -171,7 +173,11 @@ static void run_mismatch(baton_unique_id_t *ids) {
   float *buf = calloc(BIG, sizeof *buf);
   const char *only = getenv("TEST_CASE");
   for (int k = 0; k < NCASES; k++) {
+    /* Case 4: the odd rank was started with another BATON_ALGO. */
+    if (k == 4)
+      setenv("BATON_ALGO", rank == size - 1 ? "allreduce:tree" : "allreduce:ring", 1);
     baton_comm_t *comm = join(&ids[k]);
+    unsetenv("BATON_ALGO");
     if (only && atoi(only) != k) {
       baton_comm_destroy(comm);
       continue;
@@ -244,8 +250,9 @@ int main(int argc, char **argv) {
   for (int r = 1; r < size; r++) {
     snprintf(rk, sizeof rk, "%d", r);
     if ((kids[r] = fork()) == 0) {
+      _Static_assert(NCASES == 5, "one id argument per case");
       execl("/proc/self/exe", argv[0], "--child", argv[1], sz, rk, hex[0], hex[1], hex[2],
-            hex[3], (char *)NULL);
+            hex[3], hex[4], (char *)NULL);
       _exit(127);
     }
   }

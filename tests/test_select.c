@@ -4,7 +4,8 @@
  *
  *  - the pick is the argmin of the model's times over every algorithm of
  *    the table that serves the collective and fits, worked out here from
- *    baton__model_time directly; the candidates come sorted;
+ *    baton__model_time directly with the executor's rounds and hier's
+ *    fold added; the candidates come sorted;
  *  - latency-bound costs make flat win small messages, bandwidth-bound
  *    ones the ring large ones (with two or more algorithms to choose from);
  *  - BATON_ALGO's algorithm wins where it can serve the call, and where it
@@ -34,6 +35,8 @@ static baton__select_in_t costs(int n, double alpha, double beta, int flat_fits)
                             .segment = 256 << 10};
   in.pair = (baton__cost_t){.alpha = alpha * 1.5, .beta = beta * 1.5, .gamma = beta / 4,
                             .segment = 64 << 10};
+  in.ring_piece = 1 << 20;
+  in.pair_piece = (64 << 10) * 4.0 / n;
   return in;
 }
 
@@ -46,12 +49,18 @@ static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton
   int flat = strcmp(a->name, "flat") == 0, ring = strcmp(a->name, "ring") == 0;
   int rooted = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
   const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
+  double piece = ring || flat ? in->ring_piece : in->pair_piece;
   const char *name = baton__coll_name(coll);
   double t = baton__model_time(name, a->name, in->size, bytes, c);
+  if (t > 0 && strcmp(a->name, "hier") == 0) { /* the fold and unfold inside a host */
+    const baton__cost_t *l = in->tcp_inside ? c : &in->local;
+    double m = c->hosts >= 1 ? in->size / c->hosts : 1;
+    t += 2 * (m - 1) * (l->alpha + bytes * l->beta);
+  }
   baton__cost_t one_a = {.alpha = 1, .segment = c->segment};
   double msgs = baton__model_time(name, a->name, in->size, bytes, &one_a);
   double chunk = rooted ? bytes : bytes / in->size, rounds = 1;
-  while (rounds * c->segment < chunk)
+  while (rounds * piece < chunk)
     rounds++;
   if (!flat && !(ring && rooted) && t > 0)
     t += (rounds - 1) * msgs * c->alpha;
@@ -101,6 +110,14 @@ static void test_argmin(void) {
           baton__select_in_t tcp = costs(sizes[s], 25e-6, 8e-9, 0);
           check_argmin(&shm, colls[k], bytes);
           check_argmin(&tcp, colls[k], bytes);
+          /* Two hosts of N/2 ranks: hier's fold through shared memory, or
+           * through TCP when BATON_TRANSPORT=tcp. */
+          tcp.ring.hosts = tcp.pair.hosts = 2;
+          tcp.hosts = 2, tcp.hostmax = sizes[s] / 2;
+          tcp.local = shm.pair;
+          check_argmin(&tcp, colls[k], bytes);
+          tcp.tcp_inside = 1;
+          check_argmin(&tcp, colls[k], bytes);
         }
 }
 
@@ -119,6 +136,34 @@ static void test_extremes(void) {
   got = baton__select_rank(&bw, BATON__COLL_ALLREDUCE, 1 << 20, c, 16, &n, why, sizeof why);
   EXPECT(got && strcmp(got->name, "flat") != 0,
          "bandwidth-bound 1 MiB allreduce: got %s, anything but flat (N K bytes read)",
+         got ? got->name : "none");
+}
+
+/* Two hosts of two ranks over a slow network, 2 MiB: the hierarchical
+ * allreduce sends 1 buffer over the network instead of the ring's 1.5 and
+ * folds through shared memory; with BATON_TRANSPORT=tcp its fold goes over
+ * TCP too and it loses. */
+static void test_hier(void) {
+  const baton__algo_t *hier = baton__algo_find("hier");
+  if (!hier) {
+    printf("skip: hier's pricing: no hier in this build\n");
+    return;
+  }
+  baton__cand_t c[16];
+  int n;
+  char why[256];
+  baton__select_in_t in = costs(4, 26e-6, 8.4e-9, 0);
+  in.pair = in.ring; /* over TCP every algorithm pays TCP's costs */
+  in.pair.segment = 64 << 10;
+  in.ring.hosts = in.pair.hosts = 2;
+  in.hosts = in.hostmax = 2;
+  in.local = costs(4, 0.5e-6, 0.1e-9, 0).pair;
+  const baton__algo_t *got = baton__select_rank(&in, BATON__COLL_ALLREDUCE, 2 << 20, c, 16, &n,
+                                                why, sizeof why);
+  EXPECT(got == hier, "2 hosts x 2 ranks, 2 MiB: got %s, want hier", got ? got->name : "none");
+  in.tcp_inside = 1;
+  got = baton__select_rank(&in, BATON__COLL_ALLREDUCE, 2 << 20, c, 16, &n, why, sizeof why);
+  EXPECT(got && got != hier, "the same over TCP inside the hosts: got %s, anything but hier",
          got ? got->name : "none");
 }
 
@@ -256,6 +301,7 @@ static void test_bytes(void) {
 int main(void) {
   test_argmin();
   test_extremes();
+  test_hier();
   test_forced();
   test_deterministic();
   test_tune_file();

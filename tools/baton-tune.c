@@ -86,10 +86,11 @@ static double time_allgather(const float *in, float *out, size_t count, int iter
  * alpha and beta set to these values (gamma 0, no oversubscription). */
 static double coefficient(const baton__algo_t *algo, double bytes, double alpha, double beta) {
   baton__select_in_t in = {.size = size};
-  in.ring = (baton__cost_t){.alpha = alpha, .beta = beta,
-                            .segment = baton__select_piece(comm, 1)};
+  in.ring = (baton__cost_t){.alpha = alpha, .beta = beta, .segment = (double)comm->slot_bytes};
   in.pair = (baton__cost_t){.alpha = alpha, .beta = beta,
-                            .segment = baton__select_piece(comm, 0)};
+                            .segment = (double)comm->stream_slot_bytes};
+  in.ring_piece = baton__select_piece(comm, 1);
+  in.pair_piece = baton__select_piece(comm, 0);
   return baton__select_predict(&in, algo, BATON__COLL_ALLGATHER, bytes);
 }
 

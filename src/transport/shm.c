@@ -62,9 +62,15 @@ typedef struct {
   baton__sig_t sig; /* the sender's call */
 } slot_meta_t;
 
+/* A rank's line: its pid, and the call it is in, published at the start
+ * of every collective under a sequence lock (`ver` odd while it changes)
+ * so that a rank waiting on a peer can see a local rank that went another
+ * way (another algorithm, another call) and fail instead of waiting. */
 typedef struct {
   _Atomic int32_t pid;
-  char pad[CACHELINE - 4];
+  _Atomic uint32_t ver;
+  baton__sig_t call;
+  char pad[CACHELINE - 8 - sizeof(baton__sig_t)];
 } rank_slot_t;
 
 /* A mailbox starts with its owner's arrival flag, in the same cache line as
@@ -375,8 +381,30 @@ int baton__shm_arrive(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, d
   return 0;
 }
 
+void baton__shm_publish(baton__shm_t *s, const baton__sig_t *sig) {
+  rank_slot_t *me = &s->hdr->ranks[s->rank];
+  uint32_t v = atomic_load_explicit(&me->ver, memory_order_relaxed);
+  atomic_store_explicit(&me->ver, v + 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  me->call = *sig;
+  atomic_store_explicit(&me->ver, v + 2, memory_order_release);
+}
+
 int baton__shm_peek(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, char *why,
                     size_t whylen) {
+  for (int r = 0; r < s->size; r++) { /* the calls the local ranks are in */
+    rank_slot_t *them = &s->hdr->ranks[r];
+    uint32_t v = atomic_load_explicit(&them->ver, memory_order_acquire);
+    if (r == s->rank || (v & 1))
+      continue;
+    baton__sig_t theirs = them->call;
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&them->ver, memory_order_relaxed) != v || theirs.seq != sig->seq)
+      continue;
+    int rc = baton__sig_check(sig, &theirs, s->local[s->rank], s->local[r], why, whylen);
+    if (rc)
+      return rc;
+  }
   for (int r = 0; r < s->size; r++) {
     mailbox_hdr_t *h = mailbox_hdr(s, r, call);
     if (r == s->rank || !reached(&h->call, call) || h->sig.seq != sig->seq)

@@ -33,6 +33,9 @@ int baton__shm_arrive(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, d
  * the same collective number as sig but with another call is a mismatch. */
 int baton__shm_peek(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, char *why,
                     size_t whylen);
+/* Leaves this rank's current call where the host's other ranks can see it
+ * (baton__shm_peek compares it with theirs while they wait). */
+void baton__shm_publish(baton__shm_t *s, const baton__sig_t *sig);
 /* A failure every rank of this host must learn: the first code sticks.
  * baton__shm_poisoned returns it (0 while none) with its message. */
 void baton__shm_poison(baton__shm_t *s, int rc, const char *msg);

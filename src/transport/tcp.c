@@ -135,7 +135,7 @@ void baton__frame_pack(uint8_t *b, const baton__frame_t *f) {
   put64(b + 24, f->sig.seq);
   put64(b + 32, f->sig.count);
   put32(b + 40, (uint32_t)f->sig.root);
-  put32(b + 44, 0);
+  put32(b + 44, f->sig.algo);
 }
 
 int baton__frame_parse(const uint8_t *b, uint64_t comm_id, uint32_t frame, uint32_t max_len,
@@ -151,11 +151,12 @@ int baton__frame_parse(const uint8_t *b, uint64_t comm_id, uint32_t frame, uint3
   f->sig.seq = get64(b + 24);
   f->sig.count = get64(b + 32);
   f->sig.root = (int32_t)get32(b + 40);
+  f->sig.algo = b[44];
   if (get32(b) != BATON__FRAME_MAGIC)
     snprintf(why, whylen, "a frame header with bad magic 0x%08x (not a baton peer, or the "
              "stream lost its place)", get32(b));
-  else if (get32(b + 44) != 0)
-    snprintf(why, whylen, "a frame header with reserved bits 0x%08x set", get32(b + 44));
+  else if ((get32(b + 44) >> 8) != 0)
+    snprintf(why, whylen, "a frame header with reserved bits 0x%06x set", get32(b + 44) >> 8);
   else if (f->kind > BATON__FRAME_PING)
     snprintf(why, whylen, "a frame of unknown kind %u", f->kind);
   else if (f->kind == BATON__FRAME_PING && f->len != 0)

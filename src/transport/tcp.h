@@ -32,7 +32,7 @@ void baton__tcp_destroy(baton__tcp_t *t);
 /* The frame header every frame starts with; exposed for the tests and the
  * fuzzers. Integers little-endian:
  *   magic u32 | frame u32 | comm_id u64 | len u32 | kind u8 | coll u8 |
- *   dtype u8 | op u8 | seq u64 | count u64 | root i32 | reserved u32
+ *   dtype u8 | op u8 | seq u64 | count u64 | root i32 | algo u8 | reserved u24
  * A data frame carries the sender's call signature; an abort frame (kind 1)
  * carries the error code in `root` and a message of `len` bytes; a ping
  * (kind 2, no payload, not counted as a frame) only makes the peer's kernel

@@ -29,7 +29,8 @@ typedef struct {
   uint64_t count; /* the call's count argument */
   int32_t root;   /* -1 without a root */
   uint8_t coll;   /* baton__coll_t */
-  uint8_t dtype, op, pad;
+  uint8_t dtype, op;
+  uint8_t algo;   /* 1 + the algorithm's row in algo.c's table; 0: none */
 } baton__sig_t;
 
 /* 0 when a and b describe the same call; else writes "rank PEER called X
