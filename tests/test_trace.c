@@ -5,8 +5,10 @@
  *   BATON_ALGO=rhd BATON_TRACE=... baton-run -n 5 build/tests/test_trace
  *
  * Each rank makes an allreduce of an uneven count, a reduce-scatter, an
- * allgather, a broadcast from rank 1, a small allreduce and a barrier,
- * then reads its own trace file back. Every line must be one flat JSON
+ * allgather, a broadcast from rank 1, a small allreduce, a barrier, a
+ * reduce, an alltoall, a gather and a scatter (root 1), an allgatherv and
+ * a reduce_scatterv (uneven counts, one of them 0), then reads its own
+ * trace file back. Every line must be one flat JSON
  * object, checked by a strict parser written here, with the fields of
  * docs/trace.md. Whatever algorithm ran (the line's "algo", forced or
  * chosen), its lines must be the steps of the schedule the library builds
@@ -162,22 +164,35 @@ static void check_ring(tally_t *t, const call_t *c, obj_t *l, int n) {
   }
 }
 
+/* One call of run_calls: the collective, the count of the public call,
+ * the root (0 when it has none) and, for the v-variants, every rank's
+ * count. */
+typedef struct {
+  const char *coll;
+  size_t count;
+  int root;
+  const size_t *counts;
+} traced_t;
+
 /* Elements of chunk c, from the collective's definition (schedule.h):
  * allreduce cuts the buffer into N chunks, the first count % N one longer;
- * reduce-scatter and allgather have a block of `count` per rank; broadcast
- * has one chunk, the root's. */
-static size_t chunk_elems(const char *coll, size_t count, int n, int root, int c) {
-  if (!strcmp(coll, "allreduce"))
-    return count / (size_t)n + ((size_t)c < count % (size_t)n);
-  if (!strcmp(coll, "broadcast") || !strcmp(coll, "reduce"))
-    return c == root ? count : 0;
-  return count;
+ * broadcast and reduce have one chunk, the root's; the v-variants a count
+ * per rank; the others (reduce-scatter, allgather, alltoall, gather,
+ * scatter) a block of `count` per rank. */
+static size_t chunk_elems(const traced_t *c, int n, int k) {
+  if (!strcmp(c->coll, "allreduce"))
+    return c->count / (size_t)n + ((size_t)k < c->count % (size_t)n);
+  if (!strcmp(c->coll, "broadcast") || !strcmp(c->coll, "reduce"))
+    return k == c->root ? c->count : 0;
+  if (c->counts)
+    return c->counts[k];
+  return c->count;
 }
 
-static size_t run_elems(const char *coll, size_t count, int n, int root, int first, int len) {
+static size_t run_elems(const traced_t *c, int n, int first, int len) {
   size_t e = 0;
   for (int i = 0; i < len && first >= 0; i++)
-    e += chunk_elems(coll, count, n, root, (first + i) % n);
+    e += chunk_elems(c, n, (first + i) % n);
   return e;
 }
 
@@ -190,8 +205,11 @@ static int is(const obj_t *o, const char *key, const char *want) {
  * this communicator: one line per step, field for field. Ranks have
  * different numbers of steps, so this records a fixed three checks (the
  * count of lines, their fields, their times) whatever the lines. */
-static void check_schedule(tally_t *t, const char *coll, size_t count, int root, obj_t *l,
-                           int n) {
+static void check_schedule(tally_t *t, const traced_t *c, obj_t *l, int n) {
+  const char *coll = c->coll;
+  size_t count = c->counts ? 0 : c->count;
+  for (int k = 0; c->counts && k < t->size; k++)
+    count += c->counts[k]; /* the library's count of a v-variant: the sum */
   const char *algo = n ? get(&l[0], "algo", 1) : NULL;
   if (!algo || !strcmp(algo, "flat"))
     algo = "flat"; /* one line for the whole call, checked by the caller */
@@ -201,7 +219,7 @@ static void check_schedule(tally_t *t, const char *coll, size_t count, int root,
   int fields_ok = 1, times_ok = 1, flat = !strcmp(algo, "flat");
   int built = !flat && a && s.steps &&
               baton__schedule_on(&s, baton__coll_find(coll), a, t->rank, t->size, count,
-                                 root, t->comm->order) == 0;
+                                 c->root, t->comm->order) == 0;
   if (!tally_record(t, flat || (built && s.nsteps == n)))
     tally_say(t, "%s by %s: %d lines, the schedule has %d steps", coll, algo, n,
               built ? s.nsteps : -1);
@@ -209,10 +227,9 @@ static void check_schedule(tally_t *t, const char *coll, size_t count, int root,
     const baton__step_t *st = &s.steps[i];
     int sends = st->send_peer >= 0, local = !sends && st->send_keep, recvs = st->recv_peer >= 0;
     int fed = i > 0 && s.steps[i - 1].forward;
-    size_t sb = sends || local ? run_elems(coll, count, t->size, root, st->send_chunk,
-                                           st->send_n) * sizeof(float) : 0;
-    size_t rb = recvs ? run_elems(coll, count, t->size, root, st->recv_chunk, st->recv_n) *
-                            sizeof(float) : 0;
+    size_t sb = sends || local ? run_elems(c, t->size, st->send_chunk, st->send_n) *
+                                     sizeof(float) : 0;
+    size_t rb = recvs ? run_elems(c, t->size, st->recv_chunk, st->recv_n) * sizeof(float) : 0;
     const char *from = !sends ? (local ? "input" : "none")
                        : fed  ? "received"
                        : st->send_from == BATON__FROM_WORK ? "work" : "input";
@@ -260,18 +277,50 @@ static void check_schedule(tally_t *t, const char *coll, size_t count, int root,
 /* Did `algo` run the call whose lines these are? */
 static int ran(const obj_t *l, int n, const char *algo) { return n > 0 && is(&l[0], "algo", algo); }
 
-static void run_calls(tally_t *t, size_t ar_count, size_t block) {
-  float *in = calloc(ar_count + block * (size_t)t->size, sizeof *in);
-  float *out = calloc(ar_count + block * (size_t)t->size, sizeof *out);
-  tally_rc(t, baton_allreduce(in, out, ar_count, BATON_FLOAT32, BATON_SUM, t->comm),
-           "allreduce");
-  tally_rc(t, baton_reduce_scatter(in, out, block, BATON_FLOAT32, BATON_SUM, t->comm),
+#define NCALLS 12 /* seq 1..12; seq 6 is the barrier */
+
+/* The calls, in order; every one moves uneven sizes on purpose (a v-count
+ * of 0 included), large enough for several rounds at the default knobs. */
+static void make_calls(const tally_t *t, traced_t *c, size_t *vcounts) {
+  size_t ar = 50003, block = 20001;
+  int root = BCAST_ROOT % t->size;
+  for (int r = 0; r < t->size; r++)
+    vcounts[r] = r == 1 ? 0 : 1000 + 37 * (size_t)r;
+  traced_t calls[NCALLS] = {
+      {"allreduce", ar, 0, NULL},       {"reduce_scatter", block, 0, NULL},
+      {"allgather", block, 0, NULL},    {"broadcast", ar, root, NULL},
+      {"allreduce", 3, 0, NULL},        {NULL, 0, 0, NULL}, /* the barrier */
+      {"reduce", ar, root, NULL},       {"alltoall", 2001, 0, NULL},
+      {"gather", 2001, root, NULL},     {"scatter", 2001, root, NULL},
+      {"allgatherv", 0, 0, vcounts},    {"reduce_scatterv", 0, 0, vcounts}};
+  memcpy(c, calls, sizeof calls);
+}
+
+static void run_calls(tally_t *t, const traced_t *c) {
+  size_t most = 0, displs[64];
+  for (int r = 0, at = 0; r < t->size; at += (int)c[10].counts[r++])
+    displs[r] = (size_t)at;
+  for (int i = 0; i < NCALLS; i++)
+    most = c[i].count * (size_t)t->size > most ? c[i].count * (size_t)t->size : most;
+  float *in = calloc(most + 100000, sizeof *in), *out = calloc(most + 100000, sizeof *out);
+  baton_comm_t *m = t->comm;
+  tally_rc(t, baton_allreduce(in, out, c[0].count, BATON_FLOAT32, BATON_SUM, m), "allreduce");
+  tally_rc(t, baton_reduce_scatter(in, out, c[1].count, BATON_FLOAT32, BATON_SUM, m),
            "reduce_scatter");
-  tally_rc(t, baton_allgather(in, out, block, BATON_FLOAT32, t->comm), "allgather");
-  tally_rc(t, baton_broadcast(in, out, ar_count, BATON_FLOAT32, BCAST_ROOT % t->size, t->comm),
-           "broadcast");
-  tally_rc(t, baton_allreduce(in, out, 3, BATON_FLOAT32, BATON_SUM, t->comm), "small allreduce");
-  tally_rc(t, baton_barrier(t->comm), "barrier");
+  tally_rc(t, baton_allgather(in, out, c[2].count, BATON_FLOAT32, m), "allgather");
+  tally_rc(t, baton_broadcast(in, out, c[3].count, BATON_FLOAT32, c[3].root, m), "broadcast");
+  tally_rc(t, baton_allreduce(in, out, c[4].count, BATON_FLOAT32, BATON_SUM, m),
+           "small allreduce");
+  tally_rc(t, baton_barrier(m), "barrier");
+  tally_rc(t, baton_reduce(in, out, c[6].count, BATON_FLOAT32, BATON_SUM, c[6].root, m),
+           "reduce");
+  tally_rc(t, baton_alltoall(in, out, c[7].count, BATON_FLOAT32, m), "alltoall");
+  tally_rc(t, baton_gather(in, out, c[8].count, BATON_FLOAT32, c[8].root, m), "gather");
+  tally_rc(t, baton_scatter(in, out, c[9].count, BATON_FLOAT32, c[9].root, m), "scatter");
+  tally_rc(t, baton_allgatherv(in, c[10].counts[t->rank], out, c[10].counts, displs,
+                               BATON_FLOAT32, m), "allgatherv");
+  tally_rc(t, baton_reduce_scatterv(in, out, c[11].counts, BATON_FLOAT32, BATON_SUM, m),
+           "reduce_scatterv");
   free(in);
   free(out);
 }
@@ -284,9 +333,11 @@ int main(void) {
     fprintf(stderr, "run with BATON_TRACE=DIR/trace.%%r and at most 64 ranks\n");
     return 1;
   }
-  /* Uneven on purpose; large enough for the ring at the default knobs. */
-  size_t ar_count = 50003, block = 20001;
-  run_calls(&t, ar_count, block);
+  traced_t calls[NCALLS];
+  size_t vcounts[64];
+  make_calls(&t, calls, vcounts);
+  run_calls(&t, calls);
+  size_t ar_count = calls[0].count, block = calls[1].count;
 
   char path[512], line[4096];
   const char *pr = strstr(pattern, "%r");
@@ -294,8 +345,8 @@ int main(void) {
   FILE *f = fopen(path, "r");
   if (!tally_record(&t, f != NULL))
     tally_say(&t, "cannot open %s", path);
-  static obj_t lines[6][64];
-  int nlines[7] = {0}, bad = 0;
+  static obj_t lines[NCALLS][64];
+  int nlines[NCALLS + 1] = {0}, bad = 0;
   while (f && fgets(line, sizeof line, f)) {
     obj_t o;
     if (parse_object(line, &o) != 0) {
@@ -319,7 +370,7 @@ int main(void) {
     int seq = (int)num(&o, "seq");
     if (num(&o, "rank") != t.rank || num(&o, "size") != t.size)
       bad++;
-    if (seq >= 1 && seq <= 6 && nlines[seq] < 64)
+    if (seq >= 1 && seq <= NCALLS && nlines[seq] < 64)
       lines[seq - 1][nlines[seq]++] = o;
   }
   if (f)
@@ -334,11 +385,9 @@ int main(void) {
   }
   /* Every call against the library's schedule, whatever ran it. */
   int root = BCAST_ROOT % t.size;
-  check_schedule(&t, "allreduce", ar_count, 0, lines[0], nlines[1]);
-  check_schedule(&t, "reduce_scatter", block, 0, lines[1], nlines[2]);
-  check_schedule(&t, "allgather", block, 0, lines[2], nlines[3]);
-  check_schedule(&t, "broadcast", ar_count, root, lines[3], nlines[4]);
-  check_schedule(&t, "allreduce", 3, 0, lines[4], nlines[5]);
+  for (int i = 0; i < NCALLS; i++)
+    if (calls[i].coll)
+      check_schedule(&t, &calls[i], lines[i], nlines[i + 1]);
   /* Where the ring ran, against the textbook too. */
   if (ran(lines[0], nlines[1], "ring"))
     check_ring(&t, &ar, lines[0], nlines[1]);
@@ -348,10 +397,17 @@ int main(void) {
     check_ring(&t, &ag, lines[2], nlines[3]);
   if (ran(lines[3], nlines[4], "ring"))
     check_chain(&t, lines[3], nlines[4], root, ar_count);
-  /* Every call but the barrier wrote lines (none at all on one rank). */
-  for (int i = 1; i <= 5; i++)
-    if (!tally_record(&t, (nlines[i] > 0) == (t.size > 1)))
-      tally_say(&t, "call %d wrote %d lines on %d ranks", i, nlines[i], t.size);
+  /* Every call but the barrier wrote lines on some rank (none at all on
+   * one rank); a rank outside a tree's part may have none. */
+  for (int i = 1; i <= NCALLS; i++) {
+    int64_t any = nlines[i] > 0;
+    if (baton_allreduce(&any, &any, 1, BATON_INT64, BATON_MAX, t.comm) != BATON_OK)
+      any = -1;
+    if (!tally_record(&t, any == (i != 6 && t.size > 1)))
+      tally_say(&t, "call %d (%s) on %d ranks: %s", i,
+                calls[i - 1].coll ? calls[i - 1].coll : "barrier", t.size,
+                any ? "some rank wrote lines" : "no rank wrote a line");
+  }
   /* The small allreduce, where flat ran it: one line for the whole call. */
   const char *algo = nlines[5] ? get(&lines[4][0], "algo", 1) : NULL;
   if (ran(lines[4], nlines[5], "flat") &&

@@ -2,7 +2,7 @@
 # tests/test_viz.sh - baton-viz and baton-model, as a user runs them.
 #
 #  - Every collective and algorithm the library has (baton-viz --list) at
-#    N = 1..8 and 16, with equal and uneven counts, every root of a rooted
+#    N = 1..8 and 16 (uneven counts at 3, 5 and 8), every root of a rooted
 #    collective at N = 5: baton-viz simulates the schedule (what every
 #    rank's INPUT and WORK hold after each step) and exits 0 only when the
 #    result is what the collective promises, which the last panel says; the
@@ -53,7 +53,7 @@ promised() { grep -q "class='ttl'[^>]*>result: what $1 promises<" "$2"; }
 rooted() { case $1 in broadcast|reduce|gather|scatter) return 0;; esac; return 1; }
 while read -r coll algo; do
   for n in 1 2 3 4 5 6 7 8 16; do
-    for count in "" 103; do
+    for count in "" $(case $n in 3|5|8) echo 103;; esac); do
       out=$tmp/$coll-$algo-$n-${count:-0}
       if "$VIZ" -c "$coll" -a "$algo" -n "$n" ${count:+--count $count} -o "$out.svg" 2>"$out.err" &&
          xmllint --noout "$out.svg" 2>>"$out.err" && promised "$coll" "$out.svg"; then ok; else
@@ -124,9 +124,41 @@ for coll in allreduce reduce_scatter allgather; do
   fi
 done
 
+# Recursive halving-doubling as the textbook has it: on 8 ranks, log2(8) = 3
+# reduce-scatter steps in which every rank sends half, then a quarter, then
+# an eighth of the chunks (runs of 4, 2, 1), then 3 allgather steps of 1,
+# 2, 4; on 5 ranks the extra rank folds in first and gets the result last.
+runs() { # runs FILE N: the run length of every arrow label, in order
+  grep -o "class='lab'[^>]*>[^<]*" "$1" | sed 's/.*>//' | while read -r l; do
+    case $l in
+      all) echo "$2" ;;
+      c*–c*) a=${l%%–*} b=${l##*–}; echo $(( ((${b#c} - ${a#c}) % $2 + $2) % $2 + 1 )) ;;
+      *) echo 1 ;;
+    esac
+  done | tr '\n' ' '
+}
+if "$VIZ" --list | grep -q '^allreduce rhd$'; then
+  "$VIZ" -c allreduce -a rhd -n 8 -o "$tmp/rhd8.svg"
+  want="reduce_scatter step 0;reduce_scatter step 1;reduce_scatter step 2;allgather step 0;allgather step 1;allgather step 2;result: what allreduce promises;"
+  check "rhd allreduce n=8: 3 reduce-scatter and 3 allgather steps" \
+    test "$(grep -o "class='ttl'[^>]*>[^<]*" "$tmp/rhd8.svg" | sed 's/.*>//' | tr '\n' ';')" = "$want"
+  want="$(printf '4 %.0s' 1 2 3 4 5 6 7 8)$(printf '2 %.0s' 1 2 3 4 5 6 7 8)$(printf '1 %.0s' 1 2 3 4 5 6 7 8)"
+  want+="$(printf '1 %.0s' 1 2 3 4 5 6 7 8)$(printf '2 %.0s' 1 2 3 4 5 6 7 8)$(printf '4 %.0s' 1 2 3 4 5 6 7 8)"
+  got=$(runs "$tmp/rhd8.svg" 8)
+  check "rhd allreduce n=8: every rank sends runs of 4, 2, 1 chunks, then 1, 2, 4 (got: $got)" \
+    test "$got" = "$want"
+  "$VIZ" -c allreduce -a rhd -n 5 -o "$tmp/rhd5.svg"
+  titles=$(grep -o "class='ttl'[^>]*>[^<]*" "$tmp/rhd5.svg" | sed 's/.*>//' | tr '\n' ';')
+  check "rhd allreduce n=5 folds first and unfolds last: $titles" \
+    sh -c "echo '$titles' | grep -q '^fold step 0;reduce_scatter.*;unfold step 0;result'"
+else
+  echo "skipped: the rhd checks (no rhd in baton-viz --list)"
+fi
+
 # Real runs, traced, drawn with --trace: the same picture as the schedule
 # drawn offline for the same call (what ran is read from the trace).
-# test_trace makes 5 calls and a barrier; every one of its checks passes.
+# test_trace makes 11 calls and a barrier (seq 1..12; the calls it makes
+# afterwards are not drawn); every one of its checks passes.
 jfield() { grep -o "\"$2\":\"*[^,\"]*" <<<"$1" | head -1 | sed 's/.*[:"]//'; }
 traced() { # traced N LABEL [ENV...]
   local n=$1 label=$2 dir=$tmp/$2
@@ -134,7 +166,7 @@ traced() { # traced N LABEL [ENV...]
   mkdir -p "$dir"
   if env "$@" BATON_TRACE="$dir/trace.%r" "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_trace" \
        >"$dir/run.log" 2>&1; then ok; else fail "traced run $label: $(tail -5 "$dir/run.log")"; return; fi
-  for i in 1 2 3 4 5; do
+  for i in $(grep -o '"seq":[0-9]*' "$dir/trace.0" | sed 's/.*://' | sort -nu | awk '$1 <= 12'); do
     local line
     line=$(grep -m1 "\"seq\":$i," "$dir/trace.0")
     local coll algo count root
@@ -170,6 +202,8 @@ bad "nothing to draw" "$VIZ" -c barrier -n 4
 bad "nothere" "$VIZ" --trace "$tmp/nothere.%r"
 echo '{"seq":1,"rank":0' >"$tmp/broken.0"
 bad "broken.0" "$VIZ" --trace "$tmp/broken.%r"
+echo '{"seq":1,"rank":0,"size":2,"coll":"allreduce","algo":"ring","dtype":"float32","count":4,"root":-1,"host":5,"phase":"reduce_scatter","step":0,"send_to":1,"send_chunk":1,"recv_from":1,"recv_chunk":0,"t_start_us":1,"t_end_us":2}' >"$tmp/host.0"
+bad "host 5 is not a host of 2 ranks" "$VIZ" --trace "$tmp/host.%r"
 printf 'not json at all\n' >"$tmp/junk.0"
 bad "junk.0" "$VIZ" --trace "$tmp/junk.%r"
 bad "--bw" "$MODEL" -n 4 -s 1M --bw fast

@@ -6,21 +6,25 @@
  *
  * The steps come from the library itself (baton__schedule_for(), the table
  * in src/algo.c), so the picture is the schedule that runs, for any
- * algorithm in that table. One panel per step: the ranks as nodes (on a
- * ring, or in levels of a tree), an arrow for every transfer labelled with
- * its chunk, and under every rank a bar of its chunks coloured by how many
- * ranks' contributions each holds before the step; a last panel shows the
- * result. With --trace the collective is a real run's (BATON_TRACE, see
- * docs/trace.md): its schedule is checked against the trace, and each
- * panel gives every rank's measured step time, the slowest in red, under
- * a timeline of all steps of all ranks.
+ * algorithm in that table; viz_sim.h runs them on all ranks at once. One
+ * panel per step: the ranks as nodes (on a ring, or as the tree the
+ * transfers make when the table's layout says "tree"), an arrow for every
+ * message labelled with its run of chunks (dashed when it comes from the
+ * sender's INPUT), and in every rank its WORK as a bar of chunks coloured
+ * by how many ranks' contributions each holds before the step, over a
+ * strip for its INPUT; a last panel shows the result and whether it is
+ * what the collective promises (exit 1 when not). With --trace the
+ * collective is a real run's (BATON_TRACE, see docs/trace.md): its
+ * schedule is checked against the trace, and each panel gives every rank's
+ * measured step time, the slowest in red, under a timeline of all steps of
+ * all ranks. docs/diagrams.md says how to read one.
  *
  * The output is SVG, or with an .html output (or --html) a page that shows
  * one step at a time with a slider.
  *
  * A new algorithm needs nothing here. A new collective needs its name in
- * baton__coll_name() and, here, what each rank holds before the first step
- * (initial_state) and what a finished chunk holds (need).
+ * baton__coll_name() and, in viz_sim.h, what each rank's INPUT holds
+ * (sim_input) and what the collective promises (sim_promise).
  */
 #include <getopt.h>
 #include <math.h>
@@ -193,7 +197,10 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
     }
     r->step = (int)num(line, "step", where);
     if (field(line, "host")) {
-      v->s.host[rank] = (int)num(line, "host", where);
+      double h = num(line, "host", where);
+      if (h < 0 || h >= v->s.n || h >= MAX_N)
+        die("%s: host %g is not a host of %d ranks", where, h, v->s.n);
+      v->s.host[rank] = (int)h;
       v->s.has_hosts |= v->s.host[rank] != rank;
     }
     r->send_to = (int)num(line, "send_to", where);
@@ -211,7 +218,7 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
   fclose(f);
   if (v->seq == 0)
     v->seq = best;
-  if (n == 0)
+  if (n == 0 && rank == 0) /* another rank may have no step in a call */
     die("%s: no steps of collective %llu (a barrier, a call of count 0 and any call on 1 rank write none)", path,
         v->seq);
   return n;
@@ -449,7 +456,21 @@ static const char *const src_names[] = {"its INPUT", "its WORK", "what it just r
  * the two directions between a pair of ranks do not overlap, labelled with
  * its run of chunks; dashed when it comes from the sender's INPUT. For
  * alltoall the label reads sender's chunk -> receiver's chunk. */
-static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, int label) {
+/* Labels already placed in a panel, as boxes, so that the next one can
+ * move along its arrow to a free place. */
+typedef struct {
+  double x0[5 * MAX_N], y0[5 * MAX_N], x1[5 * MAX_N], y1[5 * MAX_N]; /* ranks, 3N labels */
+  int n;
+} placed_t;
+
+static int label_free(const placed_t *pl, double x0, double y0, double x1, double y1) {
+  for (int i = 0; i < pl->n; i++)
+    if (x0 < pl->x1[i] && pl->x0[i] < x1 && y0 < pl->y1[i] && pl->y0[i] < y1)
+      return 0;
+  return 1;
+}
+
+static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, placed_t *pl) {
   double ax = v->cx[x->from], ay = v->cy[x->from], bx = v->cx[x->to], by = v->cy[x->to];
   double dx = bx - ax, dy = by - ay, len = hypot(dx, dy), bend = fmin(0.18 * len, 40);
   double mx = (ax + bx) / 2 + dy / len * bend, my = (ay + by) / 2 - dx / len * bend;
@@ -476,11 +497,23 @@ static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, int label) {
           x->op == BATON__RECV_COPY           ? "stores it"
           : x->with == BATON__FROM_INPUT      ? "adds its INPUT"
                                               : "adds it into its WORK");
-  if (!label)
+  if (!pl)
     return;
-  /* On the outer side of the bend, clear of the line. */
-  double lx = 0.25 * sx + 0.5 * mx + 0.25 * ex + dy / len * 10;
-  double ly = 0.25 * sy + 0.5 * my + 0.25 * ey - dx / len * 10;
+  /* On the outer side of the bend, clear of the line: at the middle of
+   * the curve, or further along where another label is in the way. */
+  static const double at[] = {0.5, 0.35, 0.65, 0.25, 0.75};
+  double lx = 0, ly = 0, w = 6.5 * (double)strlen(text) * 0.85;
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    double t = at[i], a = (1 - t) * (1 - t), b = 2 * (1 - t) * t, c = t * t;
+    lx = a * sx + b * mx + c * ex + dy / len * 10;
+    ly = a * sy + b * my + c * ey - dx / len * 10;
+    if (label_free(pl, lx - w / 2, ly - 6, lx + w / 2, ly + 6))
+      break;
+  }
+  if (pl->n < (int)(sizeof pl->x0 / sizeof pl->x0[0])) {
+    pl->x0[pl->n] = lx - w / 2, pl->y0[pl->n] = ly - 6;
+    pl->x1[pl->n] = lx + w / 2, pl->y1[pl->n++] = ly + 6;
+  }
   fprintf(o, "<text x='%.1f' y='%.1f' class='lab' fill='%s'>%s</text>\n", lx, ly + 4, col,
           text);
 }
@@ -581,8 +614,13 @@ static void draw_panel(FILE *o, const viz_t *v, int i) {
             "%.1f \xc2\xb5s", slow, worst * 1e6);
   fprintf(o, "</text>\n");
   int label = p->nx <= 3 * v->s.n; /* beyond that the labels only hide the arrows */
+  placed_t pl = {.n = 0};
+  for (int q = 0; q < v->s.n; q++) { /* the ranks' boxes: no label on them */
+    pl.x0[pl.n] = v->cx[q] - v->bw / 2, pl.y0[pl.n] = v->cy[q] - v->bh / 2;
+    pl.x1[pl.n] = v->cx[q] + v->bw / 2, pl.y1[pl.n++] = v->cy[q] + v->bh / 2;
+  }
   for (int k = 0; k < p->nx; k++)
-    draw_arrow(o, v, &p->x[k], label);
+    draw_arrow(o, v, &p->x[k], label ? &pl : NULL);
   for (int q = 0; q < v->s.n; q++)
     draw_node(o, v, p, q, q == slow && v->s.n > 1);
 }
@@ -902,11 +940,11 @@ int main(int argc, char **argv) {
     write_svg(o, &v);
   if (ferror(o) || (out && fclose(o) != 0))
     die("writing %s failed", out ? out : "stdout");
-  if (v.s.bad[0]) {
+  int broken = v.s.bad[0] != 0;
+  if (broken)
     fprintf(stderr, "baton-viz: %s %s on %d ranks: the result is not what %s promises: %s\n",
             v.s.algo->name, baton__coll_name(v.s.coll), v.s.n, baton__coll_name(v.s.coll),
             v.s.bad);
-    return 1;
-  }
-  return 0;
+  sim_free(&v.s);
+  return broken;
 }

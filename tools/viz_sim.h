@@ -377,6 +377,21 @@ static panel_t *sim_panel(sim_t *s, const run_t *R, int total) {
   return p;
 }
 
+static void sim_panel_free(panel_t *p) {
+  free(p->x);
+  free(p->cp);
+  free(p->work);
+}
+
+/* Everything simulate() allocated. */
+static void sim_free(sim_t *s) {
+  for (int i = 0; i < s->np; i++)
+    sim_panel_free(&s->p[i]);
+  free(s->p);
+  free(s->input);
+  free(s->panel_of);
+}
+
 static int sim_cmp_int(const void *a, const void *b) {
   return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
 }
@@ -431,7 +446,7 @@ static int simulate(sim_t *s) {
     p->phase = keys[k] / 65536;
     p->step = keys[k] % 65536;
     if (sim_advance(&R, p, keys[k], s->np - 1) == 0)
-      s->np--; /* nothing could run: every rank of this key waits */
+      sim_panel_free(&s->p[--s->np]); /* nothing could run: every rank of this key waits */
     else
       qsort(p->x, (size_t)p->nx, sizeof *p->x, sim_cmp_xfer); /* by receiver */
   }
