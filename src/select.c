@@ -50,9 +50,10 @@ const char *const baton__link_names[BATON__LINK_COUNT] = {"shm", "pair", "tcp"};
  *    beta * ranks per core has them;
  *  - gamma: baton-tune's float32 sum on 64 KiB in cache, 0.014 ns/B, and
  *    flat's slopes at N=2 and N=4 (K(beta + (N-1) gamma)) give 0.0085;
- *  - pair: not measured on a quiet machine yet. baton-tune under a load
- *    average of 9-10 put the pair channels' beta at 2.0-4.5 times the
- *    ring's and alpha at 1.0-1.5 times: taken as 1.8 and 1.5 times;
+ *  - pair: baton-tune on the quiet machine (2 ranks, 17:21 UTC on
+ *    2026-12-02): alpha 0.62 us, beta 0.072 ns/B (4 ranks: 0.037 ns/B per
+ *    rank per core); with 0.075 ns/B rd and rhd take over from the ring
+ *    between 8 KiB and 1 MiB at N=4, as bench/select-check.sh measures;
  *  - tcp: 8 B ring allreduce on 4 emulated hosts (scripts/cluster.sh,
  *    1 Gbit/s links), 157 us for 6 steps: alpha 26 us; 119.5 MB/s: beta
  *    8.4 ns/B. The slowest network baton is tested on; loopback TCP is
@@ -60,7 +61,7 @@ const char *const baton__link_names[BATON__LINK_COUNT] = {"shm", "pair", "tcp"};
 void baton__link_defaults(baton__link_cost_t cost[BATON__LINK_COUNT]) {
   cost[BATON__LINK_SHM] = (baton__link_cost_t){.alpha = 0.55e-6, .beta = 0.11e-9,
                                                .gamma = 0.015e-9, .oversub = 6.3e-6};
-  cost[BATON__LINK_PAIR] = (baton__link_cost_t){.alpha = 0.8e-6, .beta = 0.2e-9,
+  cost[BATON__LINK_PAIR] = (baton__link_cost_t){.alpha = 0.65e-6, .beta = 0.09e-9,
                                                 .gamma = 0.015e-9, .oversub = 6.3e-6};
   cost[BATON__LINK_TCP] = (baton__link_cost_t){.alpha = 26e-6, .beta = 8.4e-9,
                                                .gamma = 0.015e-9, .oversub = 6.3e-6};
