@@ -99,7 +99,13 @@ for coll in ${COLLS//,/ }; do
   # The timed runs, alternating, R rounds: "size time" per algorithm and
   # round; each round starts one further along the list, so no algorithm
   # always runs first or last.
-  all=($algos auto)
+  # An algorithm that served no size (flat over TCP, hier with one rank per
+  # host) is not timed: its runs would only repeat the fallback's.
+  all=()
+  for a in $algos; do
+    grep -q " $a\$" "$tmp/pick.$a" && all+=("$a")
+  done
+  all+=(auto)
   for r in $(seq 0 $((REPS - 1))); do
     for i in $(seq 0 $((${#all[@]} - 1))); do
       a=${all[$(((i + r) % ${#all[@]}))]}
