@@ -6,10 +6,12 @@
  * diagram tool draws it, so all three agree by construction.
  *
  * Vocabulary, used the same way in every algorithm file:
- *  - chunk:   the buffer is cut into `nchunks` chunks, one per rank for the
- *             ring; chunk sizes differ by at most one element.
+ *  - chunk:   the buffer is cut into N chunks (N = ranks), chunk c being
+ *             rank c's part (below, per collective); sizes differ by at
+ *             most one element, or follow the counts of the v-variants.
  *  - step:    one round of the algorithm; in a step a rank sends at most one
- *             chunk to one peer and receives at most one chunk from one peer.
+ *             message to one peer and receives at most one from one peer; a
+ *             message is a run of chunks (one for the ring).
  *  - segment: the pipelined unit. A chunk moves in segments of at most
  *             BATON_SEGMENT_BYTES, so the reduction of one segment overlaps
  *             the transfer of the next.
