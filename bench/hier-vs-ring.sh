@@ -11,7 +11,7 @@
 # busbw, hier's speed-up, and what the automatic choice picks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=2 P=2 REPS=3 RATE=1gbit
+H=2 P=${P:-2} REPS=${REPS:-3} RATE=1gbit
 while [ $# -gt 0 ]; do
   case $1 in
   --hosts) H=$2; shift 2 ;;
@@ -34,19 +34,19 @@ for rep in $(seq "$REPS"); do
       awk '$1 ~ /^[0-9]+$/ {print $1, $6}' >"$out/$algo.$rep"
   done
 done
-pick=$(scripts/cluster.sh launch -n "$N" --ppn "$P" -- env BATON_DEBUG=INFO \
+# What the automatic choice picks, per size ("bytes algo"), from rank 0's
+# INFO lines (baton-bench's own small allreduces log lines too: matched by size).
+scripts/cluster.sh launch -n "$N" --ppn "$P" -- env BATON_DEBUG=INFO \
   build/bin/baton-bench -c allreduce -b 512K -e 128M -f 4 -w 0 -n 1 2>&1 |
-  awk '/\[0\].*-> / {print $(NF)}' | tr '\n' ' ')
+  sed -nE 's/.*\[0\] baton INFO COLL allreduce ([0-9]+) B on .* -> ([a-z]+).*/\1 \2/p' >"$out/pick"
 echo "allreduce on $CLUSTER_HOSTS emulated hosts x $P ranks, links $RATE, best of $REPS (time per call, out of place)"
 echo
 echo "| bytes | ring us | hier us | ring busbw MB/s | hier busbw MB/s | hier speed-up | auto picks |"
 echo "|---|---|---|---|---|---|---|"
-i=0
 for bytes in $(awk '{print $1}' "$out/ring.1"); do
-  i=$((i + 1))
   r=$(cat "$out"/ring.* | awk -v b="$bytes" '$1 == b {print $2}' | sort -g | head -1)
   h=$(cat "$out"/hier.* | awk -v b="$bytes" '$1 == b {print $2}' | sort -g | head -1)
-  p=$(echo "$pick" | awk -v i="$i" '{print $i}')
+  p=$(awk -v b="$bytes" '$1 == b {print $2; exit}' "$out/pick")
   awk -v b="$bytes" -v r="$r" -v h="$h" -v n="$N" -v p="$p" 'BEGIN {
     f = b * 2 * (n - 1) / n
     printf "| %d | %.0f | %.0f | %.1f | %.1f | %.2fx | %s |\n", b, r, h, f / r, f / h, r / h, p }'
