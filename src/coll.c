@@ -108,19 +108,11 @@ static const baton__algo_t *ring_algo(void) {
   return ring;
 }
 
-/* The selected algorithm, or any that serves coll when the selection's
- * does not: a collective must never run a schedule built for another. */
+/* The selected algorithm: baton__select only returns one that serves the
+ * collective (NULL when none of this build does). */
 static const baton__algo_t *serving(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                     size_t es) {
-  const baton__algo_t *algo = baton__select(comm, coll, count, es);
-  if (algo && algo->colls & (1u << coll))
-    return algo;
-  int n;
-  const baton__algo_t *all = baton__algos(&n);
-  for (int i = 0; i < n; i++)
-    if (all[i].colls & (1u << coll) && strcmp(all[i].name, "flat") != 0)
-      return &all[i];
-  return NULL;
+  return baton__select(comm, coll, count, es);
 }
 
 /* The algorithm as the call's signature carries it: ranks that chose
