@@ -77,15 +77,24 @@ static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
 #define TREE_COLLS (BIT(ALLREDUCE) | BIT(BROADCAST) | BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER))
 #define NAIVE_COLLS (RING_COLLS | BIT(GATHER) | BIT(SCATTER))
 
+#define ALGO(name_, colls_, traits_, scratch_, layout_, max_steps_, build_)                  \
+  {.name = name_, .colls = colls_, .traits = traits_, .scratch_colls = scratch_,                \
+   .layout = layout_, .max_steps = max_steps_, .build = build_}
+
 static const baton__algo_t algos[] = {
-    {"ring", RING_COLLS, "ring", ring_max_steps, ring_build},
-    {"flat", FLAT_COLLS, "ring", flat_max_steps, flat_build},
-    {"pairwise", BIT(ALLTOALL), "ring", baton__pairwise_max_steps, baton__pairwise_build},
-    {"tree", TREE_COLLS, "tree", baton__tree_max_steps, baton__tree_schedule},
-    {"naive", NAIVE_COLLS, "tree", baton__naive_max_steps, baton__naive_schedule},
-    {"hier", BIT(ALLREDUCE), "ring", ring_max_steps, hier_build},
-    {"rhd", RHD_COLLS, "ring", baton__rhd_max_steps, baton__rhd_schedule},
-    {"rd", RD_COLLS, "ring", baton__rd_max_steps, baton__rd_schedule},
+    ALGO("ring", RING_COLLS, BATON__ALGO_RING_LINKS, 0, "ring", ring_max_steps, ring_build),
+    ALGO("flat", FLAT_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX, 0, "ring",
+         flat_max_steps, flat_build),
+    ALGO("pairwise", BIT(ALLTOALL), 0, 0, "ring", baton__pairwise_max_steps,
+         baton__pairwise_build),
+    ALGO("tree", TREE_COLLS, 0, BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER), "tree",
+         baton__tree_max_steps, baton__tree_schedule),
+    ALGO("naive", NAIVE_COLLS, 0, 0, "tree", baton__naive_max_steps, baton__naive_schedule),
+    ALGO("hier", BIT(ALLREDUCE), BATON__ALGO_HOST_LEADERS, 0, "ring", ring_max_steps,
+         hier_build),
+    ALGO("rhd", RHD_COLLS, 0, BIT(REDUCE_SCATTER) | BIT(REDUCE_SCATTERV), "ring",
+         baton__rhd_max_steps, baton__rhd_schedule),
+    ALGO("rd", RD_COLLS, 0, 0, "ring", baton__rd_max_steps, baton__rd_schedule),
 };
 
 const baton__algo_t *baton__algos(int *n) {

@@ -161,7 +161,7 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   if (!algo && comm->size > 1 && c->count > 0) /* before the sequence number moves */
     return baton__fail(comm, BATON_EUSAGE, "%s: no algorithm of this build serves %s",
                        c->name, c->name);
-  int flat = algo && strcmp(algo->name, "flat") == 0;
+  int flat = algo && (algo->traits & BATON__ALGO_MAILBOX);
   comm->seq++;
   comm->sig = (baton__sig_t){.seq = comm->seq, .count = c->count,
                              .root = c->root == NO_ROOT ? -1 : c->root, .coll = (uint8_t)coll,

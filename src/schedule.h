@@ -179,10 +179,29 @@ void baton__rd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int siz
 /* recv_chunk/send_chunk value meaning the whole buffer (flat). */
 #define BATON__ALL_CHUNKS (-1)
 
+/* What sets an algorithm apart, for the selection and the dispatch
+ * (baton__algo_t.traits), so that neither tests names. */
+enum {
+  /* It runs over the ring's channels, with their cost and segment; the
+   * others use the pair channels (or TCP) between any two ranks. */
+  BATON__ALGO_RING_LINKS = 1u << 0,
+  /* One rendezvous through the shared-memory mailboxes (flat.c), not the
+   * executor: every rank on one host, the input within BATON_FLAT_BYTES. */
+  BATON__ALGO_MAILBOX = 1u << 1,
+  /* It folds each host into one leader (hier.c): it needs several hosts
+   * and more than one rank on some host, and it pays a fold and an unfold
+   * inside each host on top of its formula. */
+  BATON__ALGO_HOST_LEADERS = 1u << 2,
+};
+
 typedef struct {
   const char *name;
-  unsigned colls;   /* bit (1u << coll) for each collective it serves */
-  const char *layout; /* how to draw the ranks: "ring" or "tree" */
+  unsigned colls;         /* bit (1u << coll) for each collective it serves */
+  unsigned scratch_colls; /* those for which a rank may hold the whole message in
+                             scratch memory (rhd's reduce-scatter, a tree's inner
+                             ranks under a rooted collective) */
+  unsigned traits;        /* BATON__ALGO_* */
+  const char *layout;     /* how to draw the ranks: "ring" or "tree" */
   int (*max_steps)(int size);
   /* Fills s for one rank; count is the count of the public call, root
    * the root of a rooted collective (broadcast), order the ring (ranks in

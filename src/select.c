@@ -184,16 +184,12 @@ double baton__model_bytes(baton__coll_t coll, size_t count, size_t elsize, int s
   }
 }
 
-/* Which algorithms pass blocks through scratch memory, and how much of the
- * message at most: recursive halving keeps the whole input of
- * reduce-scatter, a tree's inner ranks hold their subtree's data. */
+/* How much of the message an algorithm may hold in scratch memory: the
+ * table says for which collectives it is all of it (recursive halving
+ * keeps the whole input of reduce-scatter, a tree's inner ranks hold their
+ * subtree's data). */
 double baton__algo_scratch(const baton__algo_t *algo, baton__coll_t coll, double bytes) {
-  int rs = coll == BATON__COLL_REDUCE_SCATTER || coll == BATON__COLL_REDUCE_SCATTERV;
-  int rooted = coll == BATON__COLL_REDUCE || coll == BATON__COLL_GATHER ||
-               coll == BATON__COLL_SCATTER;
-  if ((strcmp(algo->name, "rhd") == 0 && rs) || (strcmp(algo->name, "tree") == 0 && rooted))
-    return bytes;
-  return 0;
+  return algo->scratch_colls & (1u << coll) ? bytes : 0;
 }
 
 /* Why `algo` cannot serve this call, or NULL. */
@@ -201,11 +197,11 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
                           baton__coll_t coll, double bytes) {
   if (!(algo->colls & (1u << coll)))
     return "it does not serve this collective";
-  if (strcmp(algo->name, "flat") == 0 && !in->flat_fits)
+  if ((algo->traits & BATON__ALGO_MAILBOX) && !in->flat_fits)
     return "flat needs every rank on one host and at most BATON_FLAT_BYTES per rank";
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
     return "it needs more scratch memory than BATON_SCRATCH_BYTES";
-  if (strcmp(algo->name, "hier") == 0 && (in->hosts < 2 || in->hostmax < 2))
+  if ((algo->traits & BATON__ALGO_HOST_LEADERS) && (in->hosts < 2 || in->hostmax < 2))
     return "hier needs ranks on several hosts and more than one rank on some host";
   return NULL;
 }
@@ -220,12 +216,13 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
 double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
                              baton__coll_t coll, double bytes) {
   const char *name = baton__coll_name(coll);
-  int flat = strcmp(algo->name, "flat") == 0, ring = strcmp(algo->name, "ring") == 0;
+  int flat = (algo->traits & BATON__ALGO_MAILBOX) != 0;
+  int ring = (algo->traits & BATON__ALGO_RING_LINKS) && !flat;
   int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
   const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
   double piece = ring || flat ? in->ring_piece : in->pair_piece;
   double t = baton__model_time(name, algo->name, in->size, bytes, c);
-  if (t > 0 && strcmp(algo->name, "hier") == 0) {
+  if (t > 0 && (algo->traits & BATON__ALGO_HOST_LEADERS)) {
     /* Its formula counts the fold and unfold inside a host as reductions
      * only; each is also a message of the whole buffer per other rank of
      * the host, through shared memory, or TCP with BATON_TRANSPORT=tcp. */
@@ -271,7 +268,7 @@ const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__col
     if (!cannot(in, a, coll, bytes)) {
       if (n < cap)
         cands[n++] = (baton__cand_t){a, t};
-    } else if (strcmp(a->name, "flat") != 0 && (!roomless || faster(t, roomless_t))) {
+    } else if (!(a->traits & BATON__ALGO_MAILBOX) && (!roomless || faster(t, roomless_t))) {
       roomless = a, roomless_t = t; /* too large for scratch: better than nothing */
     }
   }

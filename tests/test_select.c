@@ -74,9 +74,9 @@ static void check_argmin(const baton__select_in_t *in, baton__coll_t coll, doubl
   int fits = 0;
   for (int i = 0; i < na; i++) {
     if (!(all[i].colls & (1u << coll)) ||
-        (strcmp(all[i].name, "flat") == 0 && !in->flat_fits) ||
+        ((all[i].traits & BATON__ALGO_MAILBOX) && !in->flat_fits) ||
         baton__algo_scratch(&all[i], coll, bytes) > (double)in->scratch_bytes ||
-        (strcmp(all[i].name, "hier") == 0 && (in->hosts < 2 || in->hostmax < 2)))
+        ((all[i].traits & BATON__ALGO_HOST_LEADERS) && (in->hosts < 2 || in->hostmax < 2)))
       continue;
     fits++;
     double t = priced(in, &all[i], coll, bytes);
@@ -195,7 +195,8 @@ static void test_forced(void) {
   EXPECT(got && got != flat, "BATON_ALGO=flat for reduce: got %s", got ? got->name : "none");
   EXPECT(strstr(why, "does not serve"), "reason for reduce: \"%s\"", why);
   /* Scratch: an algorithm that keeps all of reduce-scatter's input. */
-  baton__algo_t fake_rhd = {.name = "rhd", .colls = 1u << BATON__COLL_REDUCE_SCATTER};
+  baton__algo_t fake_rhd = {.name = "rhd", .colls = 1u << BATON__COLL_REDUCE_SCATTER,
+                            .scratch_colls = 1u << BATON__COLL_REDUCE_SCATTER};
   EXPECT(baton__algo_scratch(&fake_rhd, BATON__COLL_REDUCE_SCATTER, 1e6) == 1e6,
          "rhd reduce_scatter keeps the whole input in scratch");
   EXPECT(baton__algo_scratch(ring, BATON__COLL_ALLREDUCE, 1e6) == 0,
