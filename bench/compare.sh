@@ -27,6 +27,8 @@
 #   --parts "shm2 shm4 tcp2 cluster4 cluster8"   which parts to run
 #   --libs "baton openmpi mpich gloo"            which libraries to run
 #   --quick        smaller sizes (about half a minute per part)
+#   --max SIZE     largest size (8 B * 4^k up to SIZE; default 32M on shared
+#                  memory, 8M over TCP; issue 4's targets go to 128M)
 #   --reps R       run every library R times, alternating, and report the
 #                  best time of the R runs at each size (default 1)
 #   -w W -n N      warm-up and timed calls per size (default 3 and 10)
@@ -51,6 +53,7 @@ ROOT=$PWD
 PARTS="shm2 shm4 tcp2 cluster4 cluster8"
 LIBS="baton openmpi mpich gloo"
 QUICK=0
+MAXB=
 WARMUP=3
 ITERS=10
 RATE=1gbit
@@ -74,6 +77,7 @@ while [ $# -gt 0 ]; do
     --parts) PARTS=$2; shift 2 ;;
     --libs) LIBS=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --max) MAXB=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     -w) WARMUP=$2; shift 2 ;;
     -n) ITERS=$2; shift 2 ;;
@@ -87,6 +91,7 @@ while [ $# -gt 0 ]; do
     *) die "unknown argument '$1' (try --help)" ;;
   esac
 done
+[ -z "$MAXB" ] || [[ "$MAXB" =~ ^[0-9]+[KMG]?$ ]] || die "--max $MAXB: a size like 128M"
 for v in "$WARMUP" "$ITERS" "$TIMEOUT" "$REPS"; do
   [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a whole number"
 done
@@ -115,6 +120,7 @@ sizes_of() { # part
   local big=32M
   case "$1" in shm*) ;; *) big=8M ;; esac
   [ "$QUICK" = 1 ] && big=$([ "$big" = 32M ] && echo 8M || echo 2M)
+  [ -n "$MAXB" ] && big=$MAXB
   echo "-b 8 -e $big -f 4"
 }
 args_of() { # part
@@ -299,7 +305,7 @@ mkdir -p "$RAW"
   echo "tcmalloc: $TCMALLOC ($(dpkg-query -W -f='${Version}' libtcmalloc-minimal4 2>/dev/null))"
   echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "emulated cluster: $CLUSTER$([ -x "$CLUSTER" ] || echo ' (missing)'), links $RATE"
-  echo "options: warmup $WARMUP iters $ITERS reps $REPS quick $QUICK timeout $TIMEOUT"
+  echo "options: warmup $WARMUP iters $ITERS reps $REPS quick $QUICK max ${MAXB:-default} timeout $TIMEOUT"
 } > "$RAW/machine.txt"
 
 for part in $PARTS; do
@@ -314,7 +320,7 @@ for part in $PARTS; do
       else
         "$CLUSTER" with "$h" --rate "$RATE" -- "$ROOT/bench/compare.sh" --in-cluster "$part" "$RAW" \
           --timeout "$TIMEOUT" -w "$WARMUP" -n "$ITERS" --reps "$REPS" --libs-in "$LIBS" \
-          $([ "$QUICK" = 1 ] && echo --quick) ||
+          $([ "$QUICK" = 1 ] && echo --quick) ${MAXB:+--max "$MAXB"} ||
           skip_lib "$part" all "$CLUSTER with $h failed (exit $?)"
       fi
       ;;
