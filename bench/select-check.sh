@@ -127,8 +127,13 @@ for coll in ${COLLS//,/ }; do
     for i in $(seq 0 $((${#all[@]} - 1))); do
       a=${all[$(((i + r) % ${#all[@]}))]}
       opt=(); [ "$a" = auto ] || opt=(-a "$coll:$a")
-      launch "$BUILD/bin/baton-bench" -c "$coll" $(sweep_of "$a") -w "$WARM" -n "$ITERS" "${opt[@]}" 2>/dev/null |
-        awk -v c="$col" '$1 ~ /^[0-9]+$/ {print $1, $c}' >>"$tmp/time.$a"
+      # A run that fails (a collective's error, a timeout) keeps the sizes
+      # it finished; the others go on, and its error is shown.
+      if ! launch "$BUILD/bin/baton-bench" -c "$coll" $(sweep_of "$a") -w "$WARM" -n "$ITERS" \
+        "${opt[@]}" 2>"$tmp/err" | awk -v c="$col" '$1 ~ /^[0-9]+$/ {print $1, $c}' >>"$tmp/time.$a"; then
+        echo "select-check.sh: $a, round $((r + 1)), failed after $(tail -1 "$tmp/time.$a" 2>/dev/null |
+          cut -d' ' -f1) B: $(grep -v '^baton-bench: .* so far' "$tmp/err" | tail -2 | tr '\n' ' ')" >&2
+      fi
     done
   done
   echo "== $PART, $coll: time per call in us ($([ "$INPLACE" = 1 ] && echo in place || echo out of place)," \
