@@ -24,7 +24,7 @@ check "build against the installed library" \
   $(pkg-config --cflags --libs baton) -lm
 check "linked to the installed libbaton.so" \
   sh -c "ldd '$prefix/test_coll' | grep -q '$prefix/lib/libbaton.so'"
-for n in 1 2 3 4 5 8; do
+for n in 1 2 3 4 5 6 7 8; do
   check "installed test_coll at $n ranks" \
     sh -c "'$prefix/bin/baton-run' -n $n '$prefix/test_coll' > '$prefix/out.$n' 2>&1 || { tail -5 '$prefix/out.$n'; false; }"
 done
