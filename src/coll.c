@@ -108,13 +108,6 @@ static const baton__algo_t *ring_algo(void) {
   return ring;
 }
 
-/* The selected algorithm: baton__select only returns one that serves the
- * collective (NULL when none of this build does). */
-static const baton__algo_t *serving(baton_comm_t *comm, baton__coll_t coll, size_t count,
-                                    size_t es) {
-  return baton__select(comm, coll, count, es);
-}
-
 /* The algorithm as the call's signature carries it: ranks that chose
  * differently (different BATON_ALGO, say) fail with BATON_EMISMATCH. */
 static uint8_t algo_id(const baton__algo_t *algo) {
@@ -157,7 +150,9 @@ static int run_sched(baton_comm_t *comm, const call_t *c, baton__coll_t coll,
 static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   size_t es = dtype_sizes[c->dtype];
   int rc;
-  const baton__algo_t *algo = serving(comm, coll, c->count, es);
+  /* baton__select only returns an algorithm that serves the collective
+   * (NULL when none of this build does). */
+  const baton__algo_t *algo = baton__select(comm, coll, c->count, es);
   if (!algo && comm->size > 1 && c->count > 0) /* before the sequence number moves */
     return baton__fail(comm, BATON_EUSAGE, "%s: no algorithm of this build serves %s",
                        c->name, c->name);

@@ -217,10 +217,10 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
                              baton__coll_t coll, double bytes) {
   const char *name = baton__coll_name(coll);
   int flat = (algo->traits & BATON__ALGO_MAILBOX) != 0;
-  int ring = (algo->traits & BATON__ALGO_RING_LINKS) && !flat;
+  int ring_links = (algo->traits & BATON__ALGO_RING_LINKS) != 0, ring = ring_links && !flat;
   int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
-  const baton__cost_t *c = ring || flat ? &in->ring : &in->pair;
-  double piece = ring || flat ? in->ring_piece : in->pair_piece;
+  const baton__cost_t *c = ring_links ? &in->ring : &in->pair;
+  double piece = ring_links ? in->ring_piece : in->pair_piece;
   double t = baton__model_time(name, algo->name, in->size, bytes, c);
   if (t > 0 && (algo->traits & BATON__ALGO_HOST_LEADERS)) {
     /* Its formula counts the fold and unfold inside a host as reductions
