@@ -21,10 +21,11 @@
  *
  * "flat" is one rendezvous (a): each rank copies its input into its
  * mailbox (Kb) and reduces the others' mailboxes straight out of the
- * shared cache, at the kernel's speed (g per byte of each). Fitted to the
- * BATON_FLAT_BYTES sweep of docs/performance.md, this shape holds at N=2
- * and N=4 with the same b and g; charging N Kb for the reads, as a copy
- * through a channel would cost, made flat 2-4 times too dear.
+ * shared cache (g per byte of each). Pulling the others' freshly written
+ * mailboxes into its own core costs about one more Kb, whatever N: at N=2
+ * and N=4 (2 cores) the measured slopes from 2 KiB to 64 KiB are 2b + g
+ * and p(2b + 3g). Charging N Kb for the reads, as a copy through a channel
+ * would cost, made flat 2-4 times too dear.
  */
 #include <string.h>
 
@@ -75,7 +76,7 @@ FN(ar_rhd, 2 * log2p(n) * A + 2 * frac(pow2_below(n)) * B +
                frac(pow2_below(n)) * G + fold(n, k, c, 2, 1))
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
-FN(ar_flat, A + B + (n - 1) * G)
+FN(ar_flat, A + 2 * B + (n - 1) * G)
 /* hier: the leaders' ring over L hosts; the shared-memory fold and unfold
  * inside a host are counted as the leader's extra reductions only. */
 static double hosts_of(int n, const baton__cost_t *c) {
@@ -113,7 +114,7 @@ static const baton__model_t rows[] = {
     {"allreduce", "rhd", "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold]", ar_rhd},
     {"allreduce", "rd", "log2(P)(a + Kb + Kg) [+ fold]", ar_rd},
     {"allreduce", "tree", "2L(a + Kb) + L Kg", ar_tree},
-    {"allreduce", "flat", "a + Kb + (N-1) Kg", ar_flat},
+    {"allreduce", "flat", "a + 2Kb + (N-1) Kg", ar_flat},
     {"allreduce", "hier", "2(L-1)a + 2(L-1)/L Kb + (L-1)/L Kg + (N/L-1) Kg, L hosts", ar_hier},
     {"reduce_scatter", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
     {"reduce_scatter", "naive", "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive},

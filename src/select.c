@@ -15,7 +15,14 @@
  * algorithms with the pair channels'. When a host runs more ranks than it
  * has cores, every message may wait for the scheduler and the copies share
  * the cores: alpha grows by `oversub` for each rank per core beyond one,
- * and beta and gamma in proportion to the ranks per core. The formulas are
+ * gamma in proportion to the ranks per core, and beta too once a message is
+ * larger than a core's L2 cache (rank 0's, shared like the costs): below
+ * that a rank's copies run while its core-mate waits for a hand-off, and
+ * the measured per-byte slopes with 2 ranks per core are those of 1 (rd at
+ * 8-128 KiB on 4 ranks, 2 cores); above it the copies share the memory bus
+ * and the slopes double (the ring and rhd from 2 MiB). flat's copies all
+ * run at once, with nobody waiting, so its beta grows at every size. The
+ * formulas are
  * the textbook's; baton__select_predict adds what this executor pays on
  * top (its rounds, hier's fold).
  *
@@ -28,6 +35,7 @@
  * the predicted times once per (collective, power of two).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,7 +227,7 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
   int flat = (algo->traits & BATON__ALGO_MAILBOX) != 0;
   int ring_links = (algo->traits & BATON__ALGO_RING_LINKS) != 0, ring = ring_links && !flat;
   int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
-  const baton__cost_t *c = ring_links ? &in->ring : &in->pair;
+  const baton__cost_t *c = flat ? &in->flat : ring_links ? &in->ring : &in->pair;
   double piece = ring_links ? in->ring_piece : in->pair_piece;
   double t = baton__model_time(name, algo->name, in->size, bytes, c);
   if (t > 0 && (algo->traits & BATON__ALGO_HOST_LEADERS)) {
@@ -297,6 +305,7 @@ const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__col
 struct baton__select_state {
   baton__link_cost_t link[BATON__LINK_COUNT]; /* as rank 0 read them */
   double ranks_per_core; /* the most ranks of one host per core of rank 0's host */
+  double cache_bytes;    /* rank 0's L2 cache per core: beta grows with ranks per core above it */
   int hosts, hostmax;    /* hosts (groups that share memory), and the most ranks on one */
   int tcp, tcp_inside;   /* some link is TCP; ranks of one host talk over TCP */
   const char *net;       /* "shm", "tcp" or "shm+tcp", for the log */
@@ -309,17 +318,18 @@ struct baton__select_state {
 };
 
 static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_t l,
-                               double segment) {
+                               double segment, double bytes) {
   const baton__link_cost_t *c = &s->link[l];
   double p = s->ranks_per_core > 1 ? s->ranks_per_core : 1;
-  return (baton__cost_t){.alpha = c->alpha + c->oversub * (p - 1), .beta = c->beta * p,
+  double pb = bytes > s->cache_bytes ? p : 1;
+  return (baton__cost_t){.alpha = c->alpha + c->oversub * (p - 1), .beta = c->beta * pb,
                          .gamma = c->gamma * p, .segment = segment, .hosts = s->hosts};
 }
 
 /* The costs every rank uses: rank 0's file, rank 0's cores. */
 static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int hostmax,
                        char *err, size_t errlen) {
-  double blob[BATON__LINK_COUNT * 4 + 1];
+  double blob[BATON__LINK_COUNT * 4 + 2];
   if (comm->rank == 0) {
     char path[512], why[700];
     baton__link_defaults(s->link);
@@ -334,7 +344,9 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     for (int l = 0; l < BATON__LINK_COUNT; l++)
       memcpy(&blob[4 * l], &s->link[l], sizeof(double) * 4);
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     blob[4 * BATON__LINK_COUNT] = cores > 0 ? (double)hostmax / (double)cores : 1;
+    blob[4 * BATON__LINK_COUNT + 1] = l2 > 0 ? (double)l2 : 1 << 20; /* unknown: 1 MiB */
     int rc = comm->size > 1 ? baton__store_set(comm->store, "select.costs", blob, sizeof blob,
                                                err, errlen)
                             : BATON_OK;
@@ -355,6 +367,7 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
       memcpy(&s->link[l], &blob[4 * l], sizeof(double) * 4);
   }
   s->ranks_per_core = blob[4 * BATON__LINK_COUNT];
+  s->cache_bytes = blob[4 * BATON__LINK_COUNT + 1];
   return BATON_OK;
 }
 
@@ -382,9 +395,10 @@ int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
   if (rc == 0 && comm->rank == 0)
     for (int l = 0; l < BATON__LINK_COUNT; l++)
       BATON_INFO(INIT, "%s: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, oversub %.3g us "
-                 "(%.2f ranks per core)", baton__link_names[l], s->link[l].alpha * 1e6,
-                 s->link[l].beta * 1e9, s->link[l].gamma * 1e9, s->link[l].oversub * 1e6,
-                 s->ranks_per_core);
+                 "(%.2f ranks per core; beta grows with them above %.0f KiB)",
+                 baton__link_names[l], s->link[l].alpha * 1e6, s->link[l].beta * 1e9,
+                 s->link[l].gamma * 1e9, s->link[l].oversub * 1e6, s->ranks_per_core,
+                 s->cache_bytes / 1024);
   return rc;
 }
 
@@ -432,10 +446,13 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                            .scratch_bytes = comm->params.scratch_bytes,
                            .forced = comm->forced[coll], .hosts = s->hosts,
                            .hostmax = s->hostmax};
-  in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes);
+  in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes,
+                      bytes);
+  in.flat = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes,
+                      HUGE_VAL);
   in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
-                      (double)comm->stream_slot_bytes);
-  in.local = link_cost(s, BATON__LINK_PAIR, (double)comm->stream_slot_bytes);
+                      (double)comm->stream_slot_bytes, bytes);
+  in.local = link_cost(s, BATON__LINK_PAIR, (double)comm->stream_slot_bytes, bytes);
   in.ring_piece = baton__select_piece(comm, 1);
   in.pair_piece = baton__select_piece(comm, 0);
   baton__cand_t cands[16];

@@ -55,7 +55,9 @@ typedef struct {
   int tcp_inside;       /* BATON_TRANSPORT=tcp with several ranks on a host */
   int flat_fits;        /* baton__flat_fits for this call */
   size_t scratch_bytes; /* BATON_SCRATCH_BYTES */
-  baton__cost_t ring;   /* what the ring (and its chain) and flat pay; segment: a slot */
+  baton__cost_t ring;   /* what the ring (and its chain) pays; segment: a slot */
+  baton__cost_t flat;   /* what flat pays: the ring's link, beta grown by the ranks per
+                         * core at every size, since every rank copies at once */
   baton__cost_t pair;   /* what every other algorithm pays */
   baton__cost_t local;  /* shared memory between two ranks of a host (hier's fold) */
   double ring_piece, pair_piece; /* bytes of a chunk one round moves (exec.c) */

@@ -87,6 +87,7 @@ static double time_allgather(const float *in, float *out, size_t count, int iter
 static double coefficient(const baton__algo_t *algo, double bytes, double alpha, double beta) {
   baton__select_in_t in = {.size = size};
   in.ring = (baton__cost_t){.alpha = alpha, .beta = beta, .segment = (double)comm->slot_bytes};
+  in.flat = in.ring;
   in.pair = (baton__cost_t){.alpha = alpha, .beta = beta,
                             .segment = (double)comm->stream_slot_bytes};
   in.ring_piece = baton__select_piece(comm, 1);
