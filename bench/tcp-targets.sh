@@ -7,10 +7,10 @@
 # For H = 2, 4 and 8 emulated hosts (scripts/cluster.sh, one rank per host,
 # links of RATE each way, default 1gbit): iperf3's payload rate over one
 # link (host 1 -> host 0, 5 s), then baton's float32 sum allreduce at 8 B
-# (with BATON_ALGO=ring, then the automatic choice), 512 KiB and 32 MiB (best
-# of R runs of baton-bench -w 3 -n 10, default 3). Prints busbw as a share of
-# the iperf3 rate measured on the same cluster and, at the end, busbw at
-# 32 MiB with 8 hosts against 2.
+# (with BATON_ALGO=ring, then the automatic choice), 512 KiB and 32 MiB
+# (best of R runs of baton-bench -w 3 -n 10, default 3; -w 100 -n 1000 at
+# 8 B). Prints busbw as a share of the iperf3 rate measured on the same
+# cluster and, at the end, busbw at 32 MiB with 8 hosts against 2.
 # Needs root, iproute2, iperf3; run `make` first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,10 +46,11 @@ mbit=$(scripts/cluster.sh exec 1 -- iperf3 -c 198.18.0.1 -t 5 -f m |
   awk '/receiver/ {print $(NF-2)}')
 echo "== $H hosts at $RATE: iperf3 host 1 -> host 0: $mbit Mbit/s = $(awk -v m="$mbit" 'BEGIN {printf "%.1f", m / 8}') MB/s"
 best() { # size [algo] -> bytes, best out-of-place and best in-place time (us) of REPS runs
-  local size=$1 algo=${2:-} out bytes=0 bo=1e30 bi=1e30 o i
+  local size=$1 algo=${2:-} out bytes=0 bo=1e30 bi=1e30 o i iters="-w 3 -n 10"
+  [ "$size" = 8 ] && iters="-w 100 -n 1000" # 10 calls of 8 B are one scheduler hiccup away
   for _ in $(seq "$REPS"); do
     out=$(BATON_ALGO=$algo scripts/cluster.sh launch -n "$H" --ppn 1 -- build/bin/baton-bench -c allreduce \
-      -b "$size" -e "$size" -w 3 -n 10 2>/dev/null | awk '$1 ~ /^[0-9]+$/ {print $1, $6, $12; exit}')
+      -b "$size" -e "$size" $iters 2>/dev/null | awk '$1 ~ /^[0-9]+$/ {print $1, $6, $12; exit}')
     read -r bytes o i <<<"$out"
     bo=$(awk -v a="$o" -v b="$bo" 'BEGIN {print (a < b ? a : b)}')
     bi=$(awk -v a="$i" -v b="$bi" 'BEGIN {print (a < b ? a : b)}')
