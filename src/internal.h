@@ -63,6 +63,7 @@ typedef struct {
   size_t segment_bytes;    /* BATON_SEGMENT_BYTES */
   int shm_slots;           /* BATON_SHM_SLOTS */
   int spin_us;             /* BATON_SPIN_US */
+  int tcp_spin_us;         /* BATON_TCP_SPIN_US */
   size_t stream_bytes;     /* BATON_STREAM_BYTES */
   size_t flat_bytes;       /* BATON_FLAT_BYTES */
   char transport[256];     /* BATON_TRANSPORT: "auto" or "tcp" */

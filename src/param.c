@@ -46,7 +46,7 @@ static const param_row_t rows[] = {
     {"BATON_SHM_SLOTS", P_INT, "8", 4, 256, F(shm_slots),
      "segments in flight on each shared-memory channel"},
     {"BATON_SPIN_US", P_INT, "20", 0, 1000000, F(spin_us),
-     "microseconds a waiter spins before it sleeps on a futex"},
+     "shared memory: microseconds a waiter spins before it sleeps on a futex"},
     {"BATON_FLAT_BYTES", P_BYTES, "64K", 0, 16 << 20, F(flat_bytes),
      "shared memory: largest per-rank buffer for the flat (one-step) algorithm"},
     {"BATON_STREAM_BYTES", P_BYTES, "16M", 0, 1e18, F(stream_bytes),
@@ -61,6 +61,8 @@ static const param_row_t rows[] = {
      "TCP: sockets per connection; frames are spread over them"},
     {"BATON_TCP_SEGMENT_BYTES", P_BYTES, "1M", 64, 64 << 20, F(tcp_segment_bytes),
      "TCP: pipeline unit when no ring edge is shared memory (else BATON_SEGMENT_BYTES)"},
+    {"BATON_TCP_SPIN_US", P_INT, "100", 0, 1000000, F(tcp_spin_us),
+     "TCP: microseconds a waiter polls its sockets before it sleeps in poll()"},
     {"BATON_PAIR_SEGMENT_BYTES", P_BYTES, "64K", 64, 64 << 20, F(pair_segment_bytes),
      "segment of the messages of non-ring algorithms; shared-memory channels between ranks "
      "that are not ring neighbours have slots this large"},
