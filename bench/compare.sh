@@ -27,7 +27,10 @@
 #   --parts "shm2 shm4 tcp2 cluster4 cluster8"   which parts to run
 #   --libs "baton openmpi mpich gloo"            which libraries to run
 #   --quick        smaller sizes (about half a minute per part)
-#   --max SIZE     largest size (8 B * 4^k up to SIZE; default 32M on shared
+#   --min SIZE     smallest size (default 8; the sizes are MIN * 4^k), so a
+#                  run of the small sizes can take many calls (-n 1000) and
+#                  one of the large ones few
+#   --max SIZE     largest size (MIN * 4^k up to SIZE; default 32M on shared
 #                  memory, 8M over TCP; issue 4's targets go to 128M)
 #   --reps R       run every library R times, alternating, and report the
 #                  best time of the R runs at each size (default 1)
@@ -53,6 +56,7 @@ ROOT=$PWD
 PARTS="shm2 shm4 tcp2 cluster4 cluster8"
 LIBS="baton openmpi mpich gloo"
 QUICK=0
+MINB=8
 MAXB=
 WARMUP=3
 ITERS=10
@@ -77,6 +81,7 @@ while [ $# -gt 0 ]; do
     --parts) PARTS=$2; shift 2 ;;
     --libs) LIBS=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --min) MINB=$2; shift 2 ;;
     --max) MAXB=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     -w) WARMUP=$2; shift 2 ;;
@@ -92,6 +97,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -z "$MAXB" ] || [[ "$MAXB" =~ ^[0-9]+[KMG]?$ ]] || die "--max $MAXB: a size like 128M"
+[[ "$MINB" =~ ^[0-9]+[KMG]?$ ]] || die "--min $MINB: a size like 512K"
 for v in "$WARMUP" "$ITERS" "$TIMEOUT" "$REPS"; do
   [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a whole number"
 done
@@ -114,14 +120,14 @@ NPROC=$(nproc)
 [ -x "$BATON_BENCH" ] && [ -x "$BATON_RUN" ] || die "$BATON_BENCH missing: run make"
 command -v python3 >/dev/null || die "python3 missing (apt-get install -y python3): it writes the report"
 
-# Sizes 8 B * 4^k: shared memory up to 32 MiB; TCP and the 1 Gbit/s
+# Sizes MIN * 4^k (MIN: 8 B unless --min): shared memory up to 32 MiB; TCP and the 1 Gbit/s
 # cluster to 8 MiB, where a call already takes 120 ms at N=8.
 sizes_of() { # part
   local big=32M
   case "$1" in shm*) ;; *) big=8M ;; esac
   [ "$QUICK" = 1 ] && big=$([ "$big" = 32M ] && echo 8M || echo 2M)
   [ -n "$MAXB" ] && big=$MAXB
-  echo "-b 8 -e $big -f 4"
+  echo "-b $MINB -e $big -f 4"
 }
 args_of() { # part
   echo "-c $COLL -d float32 -o sum $(sizes_of "$1") -w $WARMUP -n $ITERS --json"
@@ -305,7 +311,7 @@ mkdir -p "$RAW"
   echo "tcmalloc: $TCMALLOC ($(dpkg-query -W -f='${Version}' libtcmalloc-minimal4 2>/dev/null))"
   echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "emulated cluster: $CLUSTER$([ -x "$CLUSTER" ] || echo ' (missing)'), links $RATE"
-  echo "options: warmup $WARMUP iters $ITERS reps $REPS quick $QUICK max ${MAXB:-default} timeout $TIMEOUT"
+  echo "options: warmup $WARMUP iters $ITERS reps $REPS quick $QUICK min $MINB max ${MAXB:-default} timeout $TIMEOUT"
 } > "$RAW/machine.txt"
 
 for part in $PARTS; do
@@ -320,7 +326,7 @@ for part in $PARTS; do
       else
         "$CLUSTER" with "$h" --rate "$RATE" -- "$ROOT/bench/compare.sh" --in-cluster "$part" "$RAW" \
           --timeout "$TIMEOUT" -w "$WARMUP" -n "$ITERS" --reps "$REPS" --libs-in "$LIBS" \
-          $([ "$QUICK" = 1 ] && echo --quick) ${MAXB:+--max "$MAXB"} ||
+          $([ "$QUICK" = 1 ] && echo --quick) --min "$MINB" ${MAXB:+--max "$MAXB"} ||
           skip_lib "$part" all "$CLUSTER with $h failed (exit $?)"
       fi
       ;;

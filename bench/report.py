@@ -210,6 +210,9 @@ def fmt_time_axis(us):
 
 # ---------------------------------------------------------------- report
 
+SMALL_MAX = 8192  # the largest size whose time is mostly latency
+
+
 def ring_model(part, sizes, baton, rate):
     """Rows of the ring's model next to the measured time, or []."""
     B = rate_bytes(rate)
@@ -217,7 +220,10 @@ def ring_model(part, sizes, baton, rate):
     if B is None or not baton:
         return [], None
     small = min(baton)
-    alpha = baton[small] / (2 * (n - 1))  # us, from the smallest size
+    # us, from the smallest size; a run without a small size (--min
+    # above 8 KiB) has none to take it from, and its sizes are
+    # bandwidth-bound: alpha 0.
+    alpha = baton[small] / (2 * (n - 1)) if small <= SMALL_MAX else 0.0
     rows = []
     for k in sizes:
         if k not in baton:
@@ -243,11 +249,14 @@ def model_section(part, sizes, times, rate, md):
         md.append("Neither baton nor Gloo's ring ran here: no measurement "
                   "to set beside the ring's model.\n")
         return []
+    where = ("taken from the same library's smallest size (T(%s) / 2(N-1))"
+             % hsize(min(sizes)) if min(sizes) <= SMALL_MAX else
+             "0, since this run has no size below %s to take it from"
+             % hsize(SMALL_MAX))
     md.append("The ring's model: T = 2(N-1)/N * K/B + 2(N-1) * alpha, with "
               "N = %d, B = %s = %.0f MB/s per link and direction, alpha "
-              "taken from the same library's smallest size (T(%s) / "
-              "2(N-1)); model / measured is the share of the model's speed "
-              "reached.\n" % (n, rate, B / 1e6, hsize(min(sizes))))
+              "%s; model / measured is the share of the model's speed "
+              "reached.\n" % (n, rate, B / 1e6, where))
     for lib in rings:
         rows, alpha = ring_model(part, sizes, times[lib], rate)
         if not rows:
