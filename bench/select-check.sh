@@ -24,10 +24,9 @@
 # --tune first runs baton-tune for the part into a file of its own and
 # uses it for every run (else the user's tune file or the built-in costs).
 # --cap ALGO=MAX sweeps the forced ALGO only up to MAX (its larger sizes
-# show "-"): the naive algorithm over the emulated cluster's shallow
-# switch queues suffers incast (three senders at once into one 1 Gbit/s
-# port, drops, retransmission timeouts) and takes seconds per call from
-# 512 KiB on, minutes at 128 MiB. The table says which algorithms were cut.
+# show "-"), for a quick look: naive on the emulated cluster pushes all
+# of a large buffer through one host's link, 7 s per call at 128 MiB.
+# The table says which algorithms were cut.
 # cluster4 needs root and iproute2. Run `make` first.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -487,8 +487,8 @@ static void sweep_one(test_t *T, int coll, baton_dtype_t dt, int op,
 /*
  * Whether baton has an algorithm for coll: a call of one element on every
  * rank, which fails with BATON_EUSAGE before anything moves when none
- * serves it (gather and scatter, until their algorithms land). Any other
- * failure counts as one.
+ * serves it (every collective has one now; a new collective may land
+ * before its algorithms do). Any other failure counts as one.
  */
 static int served(test_t *T, int coll) {
   static const size_t ones[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
