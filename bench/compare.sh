@@ -120,8 +120,9 @@ NPROC=$(nproc)
 [ -x "$BATON_BENCH" ] && [ -x "$BATON_RUN" ] || die "$BATON_BENCH missing: run make"
 command -v python3 >/dev/null || die "python3 missing (apt-get install -y python3): it writes the report"
 
-# Sizes MIN * 4^k (MIN: 8 B unless --min): shared memory up to 32 MiB; TCP and the 1 Gbit/s
-# cluster to 8 MiB, where a call already takes 120 ms at N=8.
+# Sizes MIN * 4^k (MIN: 8 B unless --min): shared memory up to 32 MiB;
+# TCP and the 1 Gbit/s cluster to 8 MiB, where a call already takes
+# 120 ms at N=8.
 sizes_of() { # part
   local big=32M
   case "$1" in shm*) ;; *) big=8M ;; esac
