@@ -24,26 +24,26 @@
 
 enum { C_WAIT_CHALLENGE, C_WAIT_RESULT, S_WAIT_HELLO, S_WAIT_PROOF, A_DONE, A_FAILED };
 
-static const uint32_t body_lens[AUTH_TYPE_COUNT] = {
-    [AUTH_HELLO] = AUTH_NONCE,
-    [AUTH_CHALLENGE] = AUTH_NONCE + AUTH_MAC,
-    [AUTH_PROOF] = AUTH_MAC,
-    [AUTH_RESULT] = 0,
+static const uint32_t body_lens[BATON__AUTH_TYPE_COUNT] = {
+    [BATON__AUTH_HELLO] = BATON__AUTH_NONCE,
+    [BATON__AUTH_CHALLENGE] = BATON__AUTH_NONCE + BATON__AUTH_MAC,
+    [BATON__AUTH_PROOF] = BATON__AUTH_MAC,
+    [BATON__AUTH_RESULT] = 0,
 };
 
-static const char *const type_names[AUTH_TYPE_COUNT] = {"?", "HELLO", "CHALLENGE", "PROOF",
+static const char *const type_names[BATON__AUTH_TYPE_COUNT] = {"?", "HELLO", "CHALLENGE", "PROOF",
                                                         "RESULT"};
 
-static const char *const status_texts[AUTH_STATUS_COUNT] = {
-    [AUTH_ACCEPTED] = "accepted",
-    [AUTH_BAD_PROOF] = "the proof does not match the secret: the secrets differ",
-    [AUTH_NO_SECRET] = "the other side has no BATON_SECRET while this one has",
-    [AUTH_SECRET_REQUIRED] = "a BATON_SECRET is required and this side sent no handshake",
-    [AUTH_MALFORMED] = "the other side could not read our handshake",
+static const char *const status_texts[BATON__AUTH_STATUS_COUNT] = {
+    [BATON__AUTH_ACCEPTED] = "accepted",
+    [BATON__AUTH_BAD_PROOF] = "the proof does not match the secret: the secrets differ",
+    [BATON__AUTH_NO_SECRET] = "the other side has no BATON_SECRET while this one has",
+    [BATON__AUTH_SECRET_REQUIRED] = "a BATON_SECRET is required and this side sent no handshake",
+    [BATON__AUTH_MALFORMED] = "the other side could not read our handshake",
 };
 
 const char *baton__auth_status_text(unsigned status) {
-  return status < AUTH_STATUS_COUNT ? status_texts[status] : "unknown status";
+  return status < BATON__AUTH_STATUS_COUNT ? status_texts[status] : "unknown status";
 }
 
 /* libcrypto would free its tables in an atexit handler while a store
@@ -59,9 +59,9 @@ int baton__secret_set(baton__secret_t *s, const char *text, char *err, size_t er
   crypto_ready();
   size_t len = text ? strlen(text) : 0;
   memset(s, 0, sizeof *s);
-  if (len > AUTH_SECRET_MAX) {
+  if (len > BATON__AUTH_SECRET_MAX) {
     snprintf(err, errlen, "BATON_SECRET is %zu bytes long; at most %d are allowed", len,
-             AUTH_SECRET_MAX);
+             BATON__AUTH_SECRET_MAX);
     return BATON_EUSAGE;
   }
   memcpy(s->key, text ? text : "", len);
@@ -82,12 +82,12 @@ static uint32_t get32(const uint8_t *p) {
 
 static size_t pack(uint8_t *out, unsigned type, unsigned status, const uint8_t *a,
                    const uint8_t *b) {
-  put32(out, AUTH_MAGIC);
-  out[4] = AUTH_VERSION, out[5] = 0;
+  put32(out, BATON__AUTH_MAGIC);
+  out[4] = BATON__AUTH_VERSION, out[5] = 0;
   out[6] = (uint8_t)type, out[7] = 0;
   put32(out + 8, status);
   put32(out + 12, body_lens[type]);
-  size_t n = AUTH_HDR;
+  size_t n = BATON__AUTH_HDR;
   if (a)
     memcpy(out + n, a, 32), n += 32;
   if (b)
@@ -96,12 +96,12 @@ static size_t pack(uint8_t *out, unsigned type, unsigned status, const uint8_t *
 }
 
 void baton__auth_result_pack(uint8_t *out, unsigned status) {
-  pack(out, AUTH_RESULT, status, NULL, NULL);
+  pack(out, BATON__AUTH_RESULT, status, NULL, NULL);
 }
 
 int baton__auth_result_status(const uint8_t *b) {
-  if (get32(b) != AUTH_MAGIC || b[6] != AUTH_RESULT || b[7] != 0 || get32(b + 12) != 0 ||
-      get32(b + 8) >= AUTH_STATUS_COUNT)
+  if (get32(b) != BATON__AUTH_MAGIC || b[6] != BATON__AUTH_RESULT || b[7] != 0 || get32(b + 12) != 0 ||
+      get32(b + 8) >= BATON__AUTH_STATUS_COUNT)
     return -1;
   return (int)get32(b + 8);
 }
@@ -110,12 +110,12 @@ int baton__auth_result_status(const uint8_t *b) {
 static int compute_mac(const baton__secret_t *s, int of_server, const uint8_t *n1,
                        const uint8_t *n2, uint8_t *mac) {
   static const char labels[2][21] = {"baton-auth-v1 client", "baton-auth-v1 server"};
-  uint8_t msg[20 + 2 * AUTH_NONCE];
+  uint8_t msg[20 + 2 * BATON__AUTH_NONCE];
   unsigned len = 0;
   memcpy(msg, labels[of_server], 20);
-  memcpy(msg + 20, n1, AUTH_NONCE);
-  memcpy(msg + 20 + AUTH_NONCE, n2, AUTH_NONCE);
-  if (!HMAC(EVP_sha256(), s->key, (int)s->len, msg, sizeof msg, mac, &len) || len != AUTH_MAC)
+  memcpy(msg + 20, n1, BATON__AUTH_NONCE);
+  memcpy(msg + 20 + BATON__AUTH_NONCE, n2, BATON__AUTH_NONCE);
+  if (!HMAC(EVP_sha256(), s->key, (int)s->len, msg, sizeof msg, mac, &len) || len != BATON__AUTH_MAC)
     return -1;
   return 0;
 }
@@ -128,7 +128,7 @@ static int fail(baton__auth_t *a, int rc, uint8_t *out, size_t *outlen, int stat
   a->state = A_FAILED;
   if (status >= 0) {
     baton__auth_result_pack(out, (unsigned)status);
-    *outlen = AUTH_HDR;
+    *outlen = BATON__AUTH_HDR;
   }
   return rc;
 }
@@ -140,13 +140,13 @@ int baton__auth_begin(baton__auth_t *a, int server, const baton__secret_t *s, ui
   a->server = server;
   a->secret = s;
   *outlen = 0;
-  if (RAND_bytes(a->mine, AUTH_NONCE) != 1)
+  if (RAND_bytes(a->mine, BATON__AUTH_NONCE) != 1)
     return fail(a, BATON_ESYS, out, outlen, -1, err, errlen, "no random bytes for a nonce");
   a->state = server ? S_WAIT_HELLO : C_WAIT_CHALLENGE;
   if (!server && s->len == 0)
     return fail(a, BATON_EINTERNAL, out, outlen, -1, err, errlen, "a client needs a secret");
   if (!server)
-    *outlen = pack(out, AUTH_HELLO, 0, a->mine, NULL);
+    *outlen = pack(out, BATON__AUTH_HELLO, 0, a->mine, NULL);
   return BATON_OK;
 }
 
@@ -154,42 +154,42 @@ int baton__auth_begin(baton__auth_t *a, int server, const baton__secret_t *s, ui
 static int server_refuses(baton__auth_t *a, const uint8_t *hdr, uint8_t *out, size_t *outlen,
                           char *err, size_t errlen, const char *why) {
   char text[200];
-  if (get32(hdr) == STORE_MAGIC)
-    return fail(a, BATON_EAUTH, out, outlen, AUTH_SECRET_REQUIRED, err, errlen,
+  if (get32(hdr) == BATON__STORE_MAGIC)
+    return fail(a, BATON_EAUTH, out, outlen, BATON__AUTH_SECRET_REQUIRED, err, errlen,
                 "it sent a store request without a handshake (it has no BATON_SECRET?)");
   snprintf(text, sizeof text, "not a handshake: %s", why);
-  return fail(a, BATON_EPROTO, out, outlen, AUTH_MALFORMED, err, errlen, text);
+  return fail(a, BATON_EPROTO, out, outlen, BATON__AUTH_MALFORMED, err, errlen, text);
 }
 
 int baton__auth_header(baton__auth_t *a, const uint8_t *hdr, size_t *body_len, uint8_t *out,
                        size_t *outlen, char *err, size_t errlen) {
   uint32_t magic = get32(hdr), status = get32(hdr + 8), blen = get32(hdr + 12);
   unsigned version = hdr[4] | (unsigned)hdr[5] << 8, type = hdr[6] | (unsigned)hdr[7] << 8;
-  unsigned want = a->state == C_WAIT_CHALLENGE ? AUTH_CHALLENGE
-                  : a->state == C_WAIT_RESULT  ? AUTH_RESULT
-                  : a->state == S_WAIT_HELLO   ? AUTH_HELLO
-                                               : AUTH_PROOF;
+  unsigned want = a->state == C_WAIT_CHALLENGE ? BATON__AUTH_CHALLENGE
+                  : a->state == C_WAIT_RESULT  ? BATON__AUTH_RESULT
+                  : a->state == S_WAIT_HELLO   ? BATON__AUTH_HELLO
+                                               : BATON__AUTH_PROOF;
   char why[160];
 
   *outlen = *body_len = 0;
   if (a->state == A_DONE || a->state == A_FAILED)
     return fail(a, BATON_EINTERNAL, out, outlen, -1, err, errlen, "the handshake is over");
-  if (magic != AUTH_MAGIC)
+  if (magic != BATON__AUTH_MAGIC)
     snprintf(why, sizeof why, "bad magic 0x%08x", magic);
-  else if (version != AUTH_VERSION)
+  else if (version != BATON__AUTH_VERSION)
     snprintf(why, sizeof why, "unsupported version %u", version);
-  else if (type == 0 || type >= AUTH_TYPE_COUNT)
+  else if (type == 0 || type >= BATON__AUTH_TYPE_COUNT)
     snprintf(why, sizeof why, "unknown type %u", type);
   else if (blen != body_lens[type])
     snprintf(why, sizeof why, "%s with a body of %u bytes", type_names[type], blen);
-  else if (type == AUTH_RESULT ? status >= AUTH_STATUS_COUNT : status != 0)
+  else if (type == BATON__AUTH_RESULT ? status >= BATON__AUTH_STATUS_COUNT : status != 0)
     snprintf(why, sizeof why, "%s with status %u", type_names[type], status);
-  else if (type == AUTH_RESULT && status != AUTH_ACCEPTED) /* the peer turns us away */
+  else if (type == BATON__AUTH_RESULT && status != BATON__AUTH_ACCEPTED) /* the peer turns us away */
     return fail(a, BATON_EAUTH, out, outlen, -1, err, errlen, baton__auth_status_text(status));
   else if (type != want)
     snprintf(why, sizeof why, "%s instead of %s", type_names[type], type_names[want]);
   else if (a->state == S_WAIT_HELLO && a->secret->len == 0)
-    return fail(a, BATON_EAUTH, out, outlen, AUTH_NO_SECRET, err, errlen,
+    return fail(a, BATON_EAUTH, out, outlen, BATON__AUTH_NO_SECRET, err, errlen,
                 "it sent a handshake but this process has no BATON_SECRET");
   else {
     a->type = type;
@@ -198,7 +198,7 @@ int baton__auth_header(baton__auth_t *a, const uint8_t *hdr, size_t *body_len, u
   }
   if (a->state == S_WAIT_HELLO)
     return server_refuses(a, hdr, out, outlen, err, errlen, why);
-  return fail(a, BATON_EPROTO, out, outlen, AUTH_MALFORMED, err, errlen, why);
+  return fail(a, BATON_EPROTO, out, outlen, BATON__AUTH_MALFORMED, err, errlen, why);
 }
 
 /* The proof the peer must have sent, or that we send. */
@@ -210,38 +210,38 @@ static int proof(baton__auth_t *a, int of_server, uint8_t *mac) {
 
 int baton__auth_body(baton__auth_t *a, const uint8_t *body, uint8_t *out, size_t *outlen,
                      char *err, size_t errlen) {
-  uint8_t want[AUTH_MAC], mine[AUTH_MAC];
+  uint8_t want[BATON__AUTH_MAC], mine[BATON__AUTH_MAC];
   *outlen = 0;
   switch (a->type) {
-  case AUTH_HELLO: /* server: answer the client's nonce, send ours */
-    memcpy(a->theirs, body, AUTH_NONCE);
+  case BATON__AUTH_HELLO: /* server: answer the client's nonce, send ours */
+    memcpy(a->theirs, body, BATON__AUTH_NONCE);
     if (proof(a, 1, mine) != 0)
       break;
-    *outlen = pack(out, AUTH_CHALLENGE, 0, a->mine, mine);
+    *outlen = pack(out, BATON__AUTH_CHALLENGE, 0, a->mine, mine);
     a->state = S_WAIT_PROOF;
     return BATON_OK;
-  case AUTH_CHALLENGE: /* client: check the server's proof, send ours */
-    memcpy(a->theirs, body, AUTH_NONCE);
+  case BATON__AUTH_CHALLENGE: /* client: check the server's proof, send ours */
+    memcpy(a->theirs, body, BATON__AUTH_NONCE);
     if (proof(a, 1, want) != 0 || proof(a, 0, mine) != 0)
       break;
-    if (CRYPTO_memcmp(want, body + AUTH_NONCE, AUTH_MAC) != 0)
-      return fail(a, BATON_EAUTH, out, outlen, AUTH_BAD_PROOF, err, errlen,
+    if (CRYPTO_memcmp(want, body + BATON__AUTH_NONCE, BATON__AUTH_MAC) != 0)
+      return fail(a, BATON_EAUTH, out, outlen, BATON__AUTH_BAD_PROOF, err, errlen,
                   "the server's proof does not match this process's BATON_SECRET: the "
                   "secrets differ");
-    *outlen = pack(out, AUTH_PROOF, 0, mine, NULL);
+    *outlen = pack(out, BATON__AUTH_PROOF, 0, mine, NULL);
     a->state = C_WAIT_RESULT;
     return BATON_OK;
-  case AUTH_PROOF: /* server: check the client's proof */
+  case BATON__AUTH_PROOF: /* server: check the client's proof */
     if (proof(a, 0, want) != 0)
       break;
-    if (CRYPTO_memcmp(want, body, AUTH_MAC) != 0)
-      return fail(a, BATON_EAUTH, out, outlen, AUTH_BAD_PROOF, err, errlen,
+    if (CRYPTO_memcmp(want, body, BATON__AUTH_MAC) != 0)
+      return fail(a, BATON_EAUTH, out, outlen, BATON__AUTH_BAD_PROOF, err, errlen,
                   "its proof does not match this process's BATON_SECRET: the secrets differ");
-    baton__auth_result_pack(out, AUTH_ACCEPTED);
-    *outlen = AUTH_HDR;
+    baton__auth_result_pack(out, BATON__AUTH_ACCEPTED);
+    *outlen = BATON__AUTH_HDR;
     a->state = A_DONE;
     return BATON_OK;
-  case AUTH_RESULT: /* client: accepted (a refusal failed in the header) */
+  case BATON__AUTH_RESULT: /* client: accepted (a refusal failed in the header) */
     a->state = A_DONE;
     return BATON_OK;
   default:
@@ -287,7 +287,7 @@ static int xfer_all(int fd, int sending, uint8_t *buf, size_t len, double deadli
 
 static int drive(int server, int fd, const baton__secret_t *s, double deadline, char *err,
                  size_t errlen) {
-  uint8_t in[AUTH_MSG_MAX], out[AUTH_MSG_MAX];
+  uint8_t in[BATON__AUTH_MSG_MAX], out[BATON__AUTH_MSG_MAX];
   size_t outlen, body_len;
   baton__auth_t a;
   int rc = baton__auth_begin(&a, server, s, out, &outlen, err, errlen);
@@ -296,7 +296,7 @@ static int drive(int server, int fd, const baton__secret_t *s, double deadline, 
       return rc;
     if (baton__auth_done(&a))
       return BATON_OK;
-    if ((rc = xfer_all(fd, 0, in, AUTH_HDR, deadline, err, errlen)) != BATON_OK ||
+    if ((rc = xfer_all(fd, 0, in, BATON__AUTH_HDR, deadline, err, errlen)) != BATON_OK ||
         (rc = baton__auth_header(&a, in, &body_len, out, &outlen, err, errlen)) != BATON_OK ||
         (rc = xfer_all(fd, 0, in, body_len, deadline, err, errlen)) != BATON_OK)
       break;

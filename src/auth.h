@@ -7,7 +7,7 @@
  * Wire format: a 16-byte header, integers little-endian,
  *   u32 magic "BTAU" | u16 version (1) | u16 type | u32 status | u32 body_len
  * then body_len bytes. Each type has one fixed body length, so a reader never
- * takes more than AUTH_BODY_MAX bytes on trust.
+ * takes more than BATON__AUTH_BODY_MAX bytes on trust.
  *
  *   client -> server  HELLO      nonce_c (32)
  *   server -> client  CHALLENGE  nonce_s (32), mac_s (32)
@@ -29,31 +29,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AUTH_MAGIC 0x55415442u /* the bytes "BTAU" read as little-endian */
-#define AUTH_VERSION 1
-#define AUTH_HDR 16
-#define AUTH_NONCE 32
-#define AUTH_MAC 32
-#define AUTH_BODY_MAX (AUTH_NONCE + AUTH_MAC)
-#define AUTH_MSG_MAX (AUTH_HDR + AUTH_BODY_MAX)
-#define AUTH_SECRET_MAX 255
+#define BATON__AUTH_MAGIC 0x55415442u /* the bytes "BTAU" read as little-endian */
+#define BATON__AUTH_VERSION 1
+#define BATON__AUTH_HDR 16
+#define BATON__AUTH_NONCE 32
+#define BATON__AUTH_MAC 32
+#define BATON__AUTH_BODY_MAX (BATON__AUTH_NONCE + BATON__AUTH_MAC)
+#define BATON__AUTH_MSG_MAX (BATON__AUTH_HDR + BATON__AUTH_BODY_MAX)
+#define BATON__AUTH_SECRET_MAX 255
 
-enum { AUTH_HELLO = 1, AUTH_CHALLENGE, AUTH_PROOF, AUTH_RESULT, AUTH_TYPE_COUNT };
+enum { BATON__AUTH_HELLO = 1, BATON__AUTH_CHALLENGE, BATON__AUTH_PROOF, BATON__AUTH_RESULT, BATON__AUTH_TYPE_COUNT };
 
 /* RESULT statuses: why the sender accepted or turned the other side away. */
 enum {
-  AUTH_ACCEPTED,
-  AUTH_BAD_PROOF,       /* your proof does not match my secret */
-  AUTH_NO_SECRET,       /* I have no secret, so I cannot authenticate */
-  AUTH_SECRET_REQUIRED, /* you sent something other than a handshake */
-  AUTH_MALFORMED,       /* your message was not what I expected */
-  AUTH_STATUS_COUNT
+  BATON__AUTH_ACCEPTED,
+  BATON__AUTH_BAD_PROOF,       /* your proof does not match my secret */
+  BATON__AUTH_NO_SECRET,       /* I have no secret, so I cannot authenticate */
+  BATON__AUTH_SECRET_REQUIRED, /* you sent something other than a handshake */
+  BATON__AUTH_MALFORMED,       /* your message was not what I expected */
+  BATON__AUTH_STATUS_COUNT
 };
 
 /* The job's secret: the bytes of BATON_SECRET; len 0 when none is set. */
 typedef struct {
   size_t len;
-  uint8_t key[AUTH_SECRET_MAX];
+  uint8_t key[BATON__AUTH_SECRET_MAX];
 } baton__secret_t;
 
 /* s from text (NULL or "" for none); BATON_EUSAGE when it is too long. */
@@ -69,15 +69,15 @@ int baton__secret_set(baton__secret_t *s, const char *text, char *err, size_t er
 typedef struct {
   int server, state;
   const baton__secret_t *secret;
-  uint8_t mine[AUTH_NONCE], theirs[AUTH_NONCE];
+  uint8_t mine[BATON__AUTH_NONCE], theirs[BATON__AUTH_NONCE];
   uint32_t body_len, type; /* of the message being read */
 } baton__auth_t;
 
 /* Starts a handshake; the client's HELLO goes into out. */
 int baton__auth_begin(baton__auth_t *a, int server, const baton__secret_t *s, uint8_t *out,
                       size_t *outlen, char *err, size_t errlen);
-/* Checks the next AUTH_HDR bytes from the peer; *body_len gets how many body
- * bytes follow (at most AUTH_BODY_MAX). */
+/* Checks the next BATON__AUTH_HDR bytes from the peer; *body_len gets how many body
+ * bytes follow (at most BATON__AUTH_BODY_MAX). */
 int baton__auth_header(baton__auth_t *a, const uint8_t *hdr, size_t *body_len, uint8_t *out,
                        size_t *outlen, char *err, size_t errlen);
 /* Consumes that body. BATON_OK; baton__auth_done() says when the peer has
@@ -86,9 +86,9 @@ int baton__auth_body(baton__auth_t *a, const uint8_t *body, uint8_t *out, size_t
                      char *err, size_t errlen);
 int baton__auth_done(const baton__auth_t *a);
 
-/* A RESULT with this status, AUTH_HDR bytes. */
+/* A RESULT with this status, BATON__AUTH_HDR bytes. */
 void baton__auth_result_pack(uint8_t *out, unsigned status);
-/* When the AUTH_HDR bytes at b are a RESULT, its status; else -1. */
+/* When the BATON__AUTH_HDR bytes at b are a RESULT, its status; else -1. */
 int baton__auth_result_status(const uint8_t *b);
 /* What a status means, for error messages. */
 const char *baton__auth_status_text(unsigned status);

@@ -48,7 +48,7 @@ typedef struct {
 /* The checks that need no buffer: comm, dtype, op, size and root. */
 static int validate_args(baton_comm_t *comm, const call_t *c) {
   if (!comm) {
-    BATON_WARN(COLL, "%s: comm is NULL", c->name);
+    baton__log_warn(COLL, "%s: comm is NULL", c->name);
     return BATON_EINVAL;
   }
   if ((unsigned)c->dtype >= BATON_DTYPE_COUNT)
@@ -168,7 +168,7 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   rc = baton__comm_begin(comm, c->name);
   if (rc)
     return rc;
-  BATON_INFO(COLL, "%s #%llu: count %zu %s %s, algo %s", c->name,
+  baton__log_info(COLL, "%s #%llu: count %zu %s %s, algo %s", c->name,
              (unsigned long long)comm->seq, c->count, dtype_names[c->dtype],
              c->op == BATON_OP_COUNT ? "-" : op_names[c->op],
              comm->size == 1 || !algo ? "local" : algo->name);
@@ -421,7 +421,7 @@ int baton__ring_barrier(baton_comm_t *comm) {
 
 int baton_barrier(baton_comm_t *comm) {
   if (!comm) {
-    BATON_WARN(COLL, "barrier: comm is NULL");
+    baton__log_warn(COLL, "barrier: comm is NULL");
     return BATON_EINVAL;
   }
   comm->seq++;

@@ -68,7 +68,7 @@ int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(comm->last_error, sizeof comm->last_error, fmt, ap);
   va_end(ap);
-  BATON_WARN(COLL, "%s: %s", baton_err_name(rc), comm->last_error);
+  baton__log_warn(COLL, "%s: %s", baton_err_name(rc), comm->last_error);
   if (rc == BATON_EREMOTE && !comm->fatal_rc && comm->store && !relayed_cause(comm->last_error))
     rc = explain(comm, rc);
   if (breaks_comm(rc) && !comm->fatal_rc) {
@@ -457,7 +457,7 @@ static void log_ready(const baton_comm_t *c) {
   }
   if (c->size > 1 && off < sizeof ring - 16)
     snprintf(ring + off, sizeof ring - off, "%d", c->order[0]);
-  BATON_INFO(INIT, "rank %d of %d ready: transport %s, segment %zu bytes, ring %s", c->rank,
+  baton__log_info(INIT, "rank %d of %d ready: transport %s, segment %zu bytes, ring %s", c->rank,
              c->size, c->tcp && c->shm ? "shm+tcp" : c->tcp ? "tcp" : "shm", c->slot_bytes, ring);
 }
 
@@ -544,7 +544,7 @@ int baton_get_unique_id(baton_unique_id_t *id) {
     snprintf(err, errlen, "more than %d unique ids wait for their communicators", MAX_PENDING);
     return BATON_EUSAGE;
   }
-  BATON_INFO(BOOT, "unique id: rendezvous at %s", addr);
+  baton__log_info(BOOT, "unique id: rendezvous at %s", addr);
   return BATON_OK;
 }
 
@@ -573,7 +573,7 @@ static int load_secret(baton_comm_t *c, const given_t *given, const char *host, 
   int rc = baton__secret_set(&c->secret, text, err, errlen);
   if (rc == BATON_OK && c->secret.len == 0 && c->rank == 0 && !warned) {
     warned = 1;
-    BATON_WARN(INIT, "BATON_SECRET is not set: the store at %s:%d accepts any process that "
+    baton__log_warn(INIT, "BATON_SECRET is not set: the store at %s:%d accepts any process that "
                "connects; baton-run sets a secret for each job", host, port);
   }
   return rc;
@@ -646,7 +646,7 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
   *comm = c;
   return BATON_OK;
 fail:
-  BATON_WARN(INIT, "baton_comm_init failed: %s: %s", baton_err_name(rc), err);
+  baton__log_warn(INIT, "baton_comm_init failed: %s: %s", baton_err_name(rc), err);
   free_comm(c);
   return rc;
 }

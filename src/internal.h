@@ -41,14 +41,14 @@ void baton__log_emit(int level, unsigned subsys, const char *fmt, ...)
 
 /* Checked before the arguments are evaluated, so a disabled line costs one
  * compare. */
-#define BATON_LOG(level, subsys, ...)                                          \
+#define baton__log(level, subsys, ...)                                          \
   do {                                                                         \
     if (baton__log_level >= (level) && (baton__log_subsys & (subsys)))         \
       baton__log_emit((level), (subsys), __VA_ARGS__);                         \
   } while (0)
-#define BATON_WARN(sub, ...) BATON_LOG(BATON__LOG_WARN, BATON__SUB_##sub, __VA_ARGS__)
-#define BATON_INFO(sub, ...) BATON_LOG(BATON__LOG_INFO, BATON__SUB_##sub, __VA_ARGS__)
-#define BATON_TRACE(sub, ...) BATON_LOG(BATON__LOG_TRACE, BATON__SUB_##sub, __VA_ARGS__)
+#define baton__log_warn(sub, ...) baton__log(BATON__LOG_WARN, BATON__SUB_##sub, __VA_ARGS__)
+#define baton__log_info(sub, ...) baton__log(BATON__LOG_INFO, BATON__SUB_##sub, __VA_ARGS__)
+#define baton__log_trace(sub, ...) baton__log(BATON__LOG_TRACE, BATON__SUB_##sub, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- param.c */
 

@@ -184,7 +184,7 @@ int baton__launch_env(baton__params_t *p, char *err, size_t errlen) {
   else if (p->local_rank >= 0)
     snprintf(local, sizeof local, " (%d on this host)", p->local_rank);
   baton__log_rank = p->rank;
-  BATON_INFO(ENV, "rank %d of %d%s from %s; rendezvous at %s from %s", p->rank, p->size, local,
+  baton__log_info(ENV, "rank %d of %d%s from %s; rendezvous at %s from %s", p->rank, p->size, local,
              p->launcher, p->addr, p->addr_from);
   return BATON_OK;
 }

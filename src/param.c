@@ -214,9 +214,9 @@ int baton__params_load(baton__params_t *p, char *err, size_t errlen) {
   for (size_t i = 0; i < nrows; i++) {
     const char *s = getenv(rows[i].name);
     if (s && rows[i].type == P_SECRET)
-      BATON_INFO(ENV, "%s set (%zu bytes, not shown)", rows[i].name, strlen(s));
+      baton__log_info(ENV, "%s set (%zu bytes, not shown)", rows[i].name, strlen(s));
     else if (s)
-      BATON_INFO(ENV, "%s set to %s", rows[i].name, s);
+      baton__log_info(ENV, "%s set to %s", rows[i].name, s);
   }
   return BATON_OK;
 }

@@ -336,11 +336,11 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
     baton__tune_path(comm->params.tune_file, path, sizeof path);
     int got = baton__tune_read(path, s->link, why, sizeof why);
     if (got < 0)
-      BATON_WARN(INIT, "tune file: %s; the built-in costs stand for the rest", why);
+      baton__log_warn(INIT, "tune file: %s; the built-in costs stand for the rest", why);
     else if (got == 0 && comm->params.tune_file[0])
-      BATON_WARN(INIT, "BATON_TUNE_FILE=%s does not exist; using the built-in costs", path);
+      baton__log_warn(INIT, "BATON_TUNE_FILE=%s does not exist; using the built-in costs", path);
     else
-      BATON_INFO(INIT, "link costs %s %s", got ? "from" : "built in; no tune file at", path);
+      baton__log_info(INIT, "link costs %s %s", got ? "from" : "built in; no tune file at", path);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     for (int l = 0; l < BATON__LINK_COUNT; l++)
       memcpy(&blob[4 * l], &s->link[l], sizeof(double) * 4);
@@ -394,7 +394,7 @@ int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
   int rc = share_costs(comm, s, hostmax, err, errlen);
   if (rc == 0 && comm->rank == 0)
     for (int l = 0; l < BATON__LINK_COUNT; l++)
-      BATON_INFO(INIT, "%s: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, oversub %.3g us "
+      baton__log_info(INIT, "%s: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, oversub %.3g us "
                  "(%.2f ranks per core; beta grows with them above %.0f KiB)",
                  baton__link_names[l], s->link[l].alpha * 1e6, s->link[l].beta * 1e9,
                  s->link[l].gamma * 1e9, s->link[l].oversub * 1e6, s->ranks_per_core,
@@ -435,7 +435,7 @@ static void log_choice(baton_comm_t *comm, baton__coll_t coll, double bytes,
   if (off < sizeof line)
     snprintf(line + off, sizeof line - off, " -> %s%s", pick->name,
              pick == comm->forced[coll] ? " (BATON_ALGO)" : "");
-  BATON_INFO(COLL, "%s", line);
+  baton__log_info(COLL, "%s", line);
 }
 
 static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_t count,
@@ -462,7 +462,7 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                                                  sizeof why);
   if (why[0] && !(s->fallback_said & (1u << coll))) {
     s->fallback_said |= 1u << coll;
-    BATON_INFO(COLL, "%s: %s", baton__coll_name(coll), why);
+    baton__log_info(COLL, "%s: %s", baton__coll_name(coll), why);
   }
   int b = bucket(bytes);
   if (!(s->logged[coll] & (1ull << b))) {

@@ -24,11 +24,11 @@
 
 /* ------------------------------------------------------- the wire format */
 
-const baton__store_op_t baton__store_ops[OP_COUNT] = {
-    [OP_SET] = {"SET", 1, STORE_KEY_MAX, STORE_VAL_MAX},
-    [OP_GET] = {"GET", 1, STORE_KEY_MAX, 0},
-    [OP_SET_OK] = {"SET_OK", 0, 0, 0},
-    [OP_GET_VAL] = {"GET_VAL", 0, 0, STORE_VAL_MAX},
+const baton__store_op_t baton__store_ops[BATON__OP_COUNT] = {
+    [BATON__OP_SET] = {"SET", 1, BATON__STORE_KEY_MAX, BATON__STORE_VAL_MAX},
+    [BATON__OP_GET] = {"GET", 1, BATON__STORE_KEY_MAX, 0},
+    [BATON__OP_SET_OK] = {"SET_OK", 0, 0, 0},
+    [BATON__OP_GET_VAL] = {"GET_VAL", 0, 0, BATON__STORE_VAL_MAX},
 };
 
 static void put32(uint8_t *p, uint32_t v) {
@@ -42,8 +42,8 @@ static uint32_t get32(const uint8_t *p) {
 }
 
 void baton__store_hdr_pack(uint8_t *b, unsigned op, uint32_t klen, uint32_t vlen) {
-  put32(b, STORE_MAGIC);
-  b[4] = STORE_VERSION, b[5] = 0;
+  put32(b, BATON__STORE_MAGIC);
+  b[4] = BATON__STORE_VERSION, b[5] = 0;
   b[6] = (uint8_t)op, b[7] = 0;
   put32(b + 8, klen);
   put32(b + 12, vlen);
@@ -57,11 +57,11 @@ int baton__store_hdr_parse(const uint8_t *b, baton__store_hdr_t *h, char *why, s
   h->op = b[6] | (unsigned)b[7] << 8;
   h->klen = get32(b + 8);
   h->vlen = get32(b + 12);
-  if (magic != STORE_MAGIC)
+  if (magic != BATON__STORE_MAGIC)
     snprintf(why, whylen, "bad magic 0x%08x", magic);
-  else if (version != STORE_VERSION)
+  else if (version != BATON__STORE_VERSION)
     snprintf(why, whylen, "unsupported version %u", version);
-  else if (h->op == 0 || h->op >= OP_COUNT)
+  else if (h->op == 0 || h->op >= BATON__OP_COUNT)
     snprintf(why, whylen, "unknown op %u", h->op);
   else if (h->klen < baton__store_ops[h->op].key_min ||
            h->klen > baton__store_ops[h->op].key_max)
@@ -148,15 +148,15 @@ static int refused(req_t *q, const uint8_t *b) {
   if (status < 0)
     return 0;
   return req_fail(q, BATON_EAUTH, "the store turned this process away",
-                  status == AUTH_SECRET_REQUIRED
+                  status == BATON__AUTH_SECRET_REQUIRED
                       ? "it requires the job's secret and BATON_SECRET is not set here"
                       : baton__auth_status_text((unsigned)status));
 }
 
 /* After a failed send: the store may have said why before it hung up. */
 static int send_failed(req_t *q, int rc) {
-  uint8_t b[STORE_HDR];
-  if (rc == BATON_EREMOTE && recv(q->st->fd, b, sizeof b, MSG_DONTWAIT) == STORE_HDR)
+  uint8_t b[BATON__STORE_HDR];
+  if (rc == BATON_EREMOTE && recv(q->st->fd, b, sizeof b, MSG_DONTWAIT) == BATON__STORE_HDR)
     return refused(q, b) ? BATON_EAUTH : rc;
   return rc;
 }
@@ -164,7 +164,7 @@ static int send_failed(req_t *q, int rc) {
 /* Sends op with q->key and val, then reads the header of the reply `want`. */
 static int request(req_t *q, unsigned op, const void *val, uint32_t vlen,
                    unsigned want, baton__store_hdr_t *rh) {
-  uint8_t buf[STORE_HDR + STORE_KEY_MAX];
+  uint8_t buf[BATON__STORE_HDR + BATON__STORE_KEY_MAX];
   size_t klen = strlen(q->key);
   char why[128];
   int rc;
@@ -172,11 +172,11 @@ static int request(req_t *q, unsigned op, const void *val, uint32_t vlen,
   if (q->st->broken)
     return req_fail(q, BATON_EREMOTE, "the connection is unusable after an earlier failure", NULL);
   baton__store_hdr_pack(buf, op, (uint32_t)klen, vlen);
-  memcpy(buf + STORE_HDR, q->key, klen);
-  if ((rc = xfer(q, 1, buf, STORE_HDR + klen)) != BATON_OK ||
+  memcpy(buf + BATON__STORE_HDR, q->key, klen);
+  if ((rc = xfer(q, 1, buf, BATON__STORE_HDR + klen)) != BATON_OK ||
       (vlen && (rc = xfer(q, 1, (void *)val, vlen)) != BATON_OK))
     return send_failed(q, rc);
-  if ((rc = xfer(q, 0, buf, STORE_HDR)) != BATON_OK)
+  if ((rc = xfer(q, 0, buf, BATON__STORE_HDR)) != BATON_OK)
     return rc;
   if (baton__store_hdr_parse(buf, rh, why, sizeof why) != 0)
     return refused(q, buf) ? BATON_EAUTH
@@ -191,7 +191,7 @@ static int request(req_t *q, unsigned op, const void *val, uint32_t vlen,
 
 static int check_key(req_t *q, const void *val, size_t len, size_t max) {
   size_t klen = q->key ? strlen(q->key) : 0;
-  if (!q->st || !q->key || klen == 0 || klen > STORE_KEY_MAX || len > max ||
+  if (!q->st || !q->key || klen == 0 || klen > BATON__STORE_KEY_MAX || len > max ||
       (len && !val)) {
     snprintf(q->err, q->errlen, "store %s: bad arguments (key length %zu, value length %zu)", q->what, klen, len);
     return BATON_EINVAL;
@@ -203,11 +203,11 @@ int baton__store_set(baton__store_t *st, const char *key, const void *val,
                      size_t len, char *err, size_t errlen) {
   req_t q = {st, "set", key, st ? st->timeout_s : 0, 0, err, errlen};
   baton__store_hdr_t rh;
-  int rc = check_key(&q, val, len, STORE_VAL_MAX);
+  int rc = check_key(&q, val, len, BATON__STORE_VAL_MAX);
   if (rc != BATON_OK)
     return rc;
   q.deadline = baton__now() + q.timeout_s;
-  return request(&q, OP_SET, val, (uint32_t)len, OP_SET_OK, &rh);
+  return request(&q, BATON__OP_SET, val, (uint32_t)len, BATON__OP_SET_OK, &rh);
 }
 
 int baton__store_get(baton__store_t *st, const char *key, void *val,
@@ -217,7 +217,7 @@ int baton__store_get(baton__store_t *st, const char *key, void *val,
   uint8_t scratch[4096];
   baton__store_hdr_t rh;
   int rc = check_key(&q, val, cap, SIZE_MAX);
-  if (rc != BATON_OK || (rc = request(&q, OP_GET, NULL, 0, OP_GET_VAL, &rh)) != BATON_OK)
+  if (rc != BATON_OK || (rc = request(&q, BATON__OP_GET, NULL, 0, BATON__OP_GET_VAL, &rh)) != BATON_OK)
     return rc;
   size_t keep = rh.vlen < cap ? rh.vlen : cap;
   if ((rc = xfer(&q, 0, val, keep)) != BATON_OK)
@@ -291,7 +291,7 @@ int baton__store_connect(const char *host, int port, double timeout_s,
     nanosleep(&ts, NULL);
     backoff = backoff * 2 < 0.1 ? backoff * 2 : 0.1;
   }
-  BATON_TRACE(BOOT, "store: connected to %s", st->addr);
+  baton__log_trace(BOOT, "store: connected to %s", st->addr);
   snprintf(who, sizeof who, "the store at %s", st->addr);
   if ((rc = baton__auth_client(st->fd, secret, who, baton__now() + timeout_s, err, errlen)) !=
       BATON_OK)

@@ -15,27 +15,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_MAGIC 0x52535442u /* the bytes "BTSR" read as little-endian */
-#define STORE_VERSION 1
-#define STORE_HDR 16
-#define STORE_KEY_MAX 255u
-#define STORE_VAL_MAX (1u << 20)
+#define BATON__STORE_MAGIC 0x52535442u /* the bytes "BTSR" read as little-endian */
+#define BATON__STORE_VERSION 1
+#define BATON__STORE_HDR 16
+#define BATON__STORE_KEY_MAX 255u
+#define BATON__STORE_VAL_MAX (1u << 20)
 
-enum { OP_SET = 1, OP_GET, OP_SET_OK, OP_GET_VAL, OP_COUNT };
+enum { BATON__OP_SET = 1, BATON__OP_GET, BATON__OP_SET_OK, BATON__OP_GET_VAL, BATON__OP_COUNT };
 
 typedef struct {
   const char *name;
   uint32_t key_min, key_max, val_max;
 } baton__store_op_t;
 
-extern const baton__store_op_t baton__store_ops[OP_COUNT];
+extern const baton__store_op_t baton__store_ops[BATON__OP_COUNT];
 
 typedef struct {
   unsigned op;
   uint32_t klen, vlen;
 } baton__store_hdr_t;
 
-/* Writes a STORE_HDR-byte header into b. */
+/* Writes a BATON__STORE_HDR-byte header into b. */
 void baton__store_hdr_pack(uint8_t *b, unsigned op, uint32_t klen, uint32_t vlen);
 /* 0 when b is a well-formed header; else -1 with the reason in why. */
 int baton__store_hdr_parse(const uint8_t *b, baton__store_hdr_t *h, char *why, size_t whylen);

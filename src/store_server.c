@@ -30,12 +30,12 @@
 #include "internal.h"
 #include "store.h"
 
-#define STORE_MAX_CONNS 8192
+#define BATON__STORE_MAX_CONNS 8192
 /* Clients still in their handshake. Past this many the oldest is dropped,
  * so that strangers who connect and say nothing cannot use up the file
  * descriptors (or the slots) that the job's ranks need to join. */
-#define STORE_MAX_PENDING 512
-#define STORE_BUCKETS 4096 /* fixed: the store holds a few keys per rank */
+#define BATON__STORE_MAX_PENDING 512
+#define BATON__STORE_BUCKETS 4096 /* fixed: the store holds a few keys per rank */
 
 /* ------------------------------------------------------------- the table */
 
@@ -53,7 +53,7 @@ typedef struct {
   baton__auth_t auth;
   double auth_deadline;
   char peer[64];
-  uint8_t hdr[STORE_HDR];
+  uint8_t hdr[BATON__STORE_HDR];
   size_t hdr_got;
   baton__store_hdr_t h;
   uint8_t *body; /* key, then value, of the request being read */
@@ -71,7 +71,7 @@ struct baton__store_server {
   struct pollfd *pfds; /* wakefd, lfd, then one per conn */
   baton__secret_t secret;
   double auth_s; /* how long a new client may take to authenticate */
-  entry_t *table[STORE_BUCKETS];
+  entry_t *table[BATON__STORE_BUCKETS];
 };
 
 static entry_t **kv_slot(baton__store_server_t *srv, const uint8_t *key,
@@ -79,7 +79,7 @@ static entry_t **kv_slot(baton__store_server_t *srv, const uint8_t *key,
   uint32_t h = 2166136261u; /* FNV-1a */
   for (uint32_t i = 0; i < klen; i++)
     h = (h ^ key[i]) * 16777619u;
-  entry_t **p = &srv->table[h % STORE_BUCKETS];
+  entry_t **p = &srv->table[h % BATON__STORE_BUCKETS];
   while (*p && ((*p)->klen != klen || memcmp((*p)->data, key, klen) != 0))
     p = &(*p)->next;
   return p; /* the matching entry's link, or the chain's NULL end */
@@ -105,9 +105,9 @@ static entry_t *kv_put(baton__store_server_t *srv, const uint8_t *key,
 static void conn_drop(baton__store_server_t *srv, conn_t *c, int warn,
                       const char *why) {
   if (warn)
-    BATON_WARN(BOOT, "store %s: dropping client %s: %s", srv->addr, c->peer, why);
+    baton__log_warn(BOOT, "store %s: dropping client %s: %s", srv->addr, c->peer, why);
   else
-    BATON_TRACE(BOOT, "store %s: client %s left: %s", srv->addr, c->peer, why);
+    baton__log_trace(BOOT, "store %s: client %s left: %s", srv->addr, c->peer, why);
   close(c->fd);
   free(c->body);
   free(c->out);
@@ -151,9 +151,9 @@ static void conn_queue(baton__store_server_t *srv, conn_t *c, const uint8_t *hea
 
 static void conn_reply(baton__store_server_t *srv, conn_t *c, unsigned op,
                        const uint8_t *val, uint32_t vlen) {
-  uint8_t hdr[STORE_HDR];
+  uint8_t hdr[BATON__STORE_HDR];
   baton__store_hdr_pack(hdr, op, 0, vlen);
-  conn_queue(srv, c, hdr, STORE_HDR, val, vlen);
+  conn_queue(srv, c, hdr, BATON__STORE_HDR, val, vlen);
 }
 
 /* Tells a client why it is turned away (one try, never waiting) and drops
@@ -185,7 +185,7 @@ static void wake_parked(baton__store_server_t *srv, const entry_t *e) {
     c->parked = 0;
     free(c->body);
     c->body = NULL;
-    conn_reply(srv, c, OP_GET_VAL, e->data + e->klen, e->vlen);
+    conn_reply(srv, c, BATON__OP_GET_VAL, e->data + e->klen, e->vlen);
   }
 }
 
@@ -193,13 +193,13 @@ static void handle_request(baton__store_server_t *srv, conn_t *c) {
   const uint8_t *key = c->body;
   entry_t *e;
 
-  if (c->h.op == OP_GET) {
+  if (c->h.op == BATON__OP_GET) {
     e = *kv_slot(srv, key, c->h.klen);
     c->parked = (e == NULL); /* keeps body: wake_parked() needs the key */
     if (e)
-      conn_reply(srv, c, OP_GET_VAL, e->data + e->klen, e->vlen);
+      conn_reply(srv, c, BATON__OP_GET_VAL, e->data + e->klen, e->vlen);
   } else if ((e = kv_put(srv, key, c->h.klen, key + c->h.klen, c->h.vlen))) {
-    conn_reply(srv, c, OP_SET_OK, NULL, 0);
+    conn_reply(srv, c, BATON__OP_SET_OK, NULL, 0);
     wake_parked(srv, e);
   } else {
     conn_drop(srv, c, 1, "out of memory for the value");
@@ -214,15 +214,15 @@ static void handle_request(baton__store_server_t *srv, conn_t *c) {
 static int request_hdr_check(baton__store_server_t *srv, conn_t *c) {
   char why[128];
   if (baton__store_hdr_parse(c->hdr, &c->h, why, sizeof why) == 0 &&
-      (c->h.op == OP_SET || c->h.op == OP_GET)) {
+      (c->h.op == BATON__OP_SET || c->h.op == BATON__OP_GET)) {
     c->body_len = (size_t)c->h.klen + c->h.vlen;
     return 0;
   }
   if (baton__store_hdr_parse(c->hdr, &c->h, why, sizeof why) == 0) {
     snprintf(why, sizeof why, "a client may not send %s", baton__store_ops[c->h.op].name);
   } else if (srv->secret.len == 0 && memcmp(c->hdr, "BTAU", 4) == 0) {
-    uint8_t msg[AUTH_HDR];
-    baton__auth_result_pack(msg, AUTH_NO_SECRET);
+    uint8_t msg[BATON__AUTH_HDR];
+    baton__auth_result_pack(msg, BATON__AUTH_NO_SECRET);
     conn_refuse(srv, c, msg, sizeof msg, "it has a BATON_SECRET and this store has none");
     return -1;
   }
@@ -232,7 +232,7 @@ static int request_hdr_check(baton__store_server_t *srv, conn_t *c) {
 
 /* The next header of a client that has not authenticated yet. */
 static int auth_hdr_check(baton__store_server_t *srv, conn_t *c) {
-  uint8_t out[AUTH_MSG_MAX];
+  uint8_t out[BATON__AUTH_MSG_MAX];
   size_t outlen;
   char why[BATON__ERRLEN];
   if (baton__auth_header(&c->auth, c->hdr, &c->body_len, out, &outlen, why, sizeof why) == 0)
@@ -243,7 +243,7 @@ static int auth_hdr_check(baton__store_server_t *srv, conn_t *c) {
 
 /* A whole handshake message has arrived. */
 static void handle_auth(baton__store_server_t *srv, conn_t *c) {
-  uint8_t out[AUTH_MSG_MAX];
+  uint8_t out[BATON__AUTH_MSG_MAX];
   size_t outlen;
   char why[BATON__ERRLEN];
   int rc = baton__auth_body(&c->auth, c->body, out, &outlen, why, sizeof why);
@@ -255,7 +255,7 @@ static void handle_auth(baton__store_server_t *srv, conn_t *c) {
   }
   if (baton__auth_done(&c->auth)) {
     c->authed = 1;
-    BATON_TRACE(BOOT, "store %s: client %s authenticated", srv->addr, c->peer);
+    baton__log_trace(BOOT, "store %s: client %s authenticated", srv->addr, c->peer);
   }
   if (outlen)
     conn_queue(srv, c, out, outlen, NULL, 0);
@@ -276,8 +276,8 @@ static int conn_header(baton__store_server_t *srv, conn_t *c) {
 static void conn_read(baton__store_server_t *srv, conn_t *c) {
   char why[128];
   for (;;) {
-    int in_hdr = c->hdr_got < STORE_HDR;
-    size_t total = in_hdr ? STORE_HDR : c->body_len;
+    int in_hdr = c->hdr_got < BATON__STORE_HDR;
+    size_t total = in_hdr ? BATON__STORE_HDR : c->body_len;
     size_t got = in_hdr ? c->hdr_got : c->body_got;
     if (!in_hdr && got == total) {
       c->hdr_got = c->body_got = 0;
@@ -298,7 +298,7 @@ static void conn_read(baton__store_server_t *srv, conn_t *c) {
     }
     if (!in_hdr)
       c->body_got += (size_t)r;
-    else if ((c->hdr_got += (size_t)r) == STORE_HDR && conn_header(srv, c) != 0)
+    else if ((c->hdr_got += (size_t)r) == BATON__STORE_HDR && conn_header(srv, c) != 0)
       return;
   }
 }
@@ -307,7 +307,7 @@ static int conns_grow(baton__store_server_t *srv) {
   if (srv->nconns < srv->capconns)
     return 0;
   size_t cap = srv->capconns ? 2 * srv->capconns : 16;
-  if (cap > STORE_MAX_CONNS)
+  if (cap > BATON__STORE_MAX_CONNS)
     return -1;
   struct pollfd *pfds = realloc(srv->pfds, (cap + 2) * sizeof *pfds);
   if (!pfds)
@@ -323,7 +323,7 @@ static int conns_grow(baton__store_server_t *srv) {
 
 /* A new client: with a secret, the handshake comes first. */
 static void conn_start(baton__store_server_t *srv, conn_t *c) {
-  uint8_t out[AUTH_MSG_MAX];
+  uint8_t out[BATON__AUTH_MSG_MAX];
   size_t outlen;
   char why[BATON__ERRLEN];
   c->authed = srv->secret.len == 0;
@@ -366,11 +366,11 @@ static void accept_all(baton__store_server_t *srv) {
       continue;
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK)
-        BATON_WARN(BOOT, "store %s: accept: %s", srv->addr, strerror(errno));
+        baton__log_warn(BOOT, "store %s: accept: %s", srv->addr, strerror(errno));
       return;
     }
     if (conns_grow(srv) != 0) {
-      BATON_WARN(BOOT, "store %s: refusing a client: too many clients or out of memory", srv->addr);
+      baton__log_warn(BOOT, "store %s: refusing a client: too many clients or out of memory", srv->addr);
       close(fd);
       continue;
     }
@@ -383,7 +383,7 @@ static void accept_all(baton__store_server_t *srv) {
     c->fd = fd;
     baton__store_format_addr(c->peer, sizeof c->peer, host, atoi(serv));
     conn_start(srv, c);
-    drop_oldest_pending(srv, STORE_MAX_PENDING, "rejected: too many clients waiting for a "
+    drop_oldest_pending(srv, BATON__STORE_MAX_PENDING, "rejected: too many clients waiting for a "
                                                 "handshake; this one waited longest");
   }
 }
@@ -441,7 +441,7 @@ static void *serve_loop(void *arg) {
     if (poll(srv->pfds, 2 + srv->nconns, timeout_ms) < 0) {
       if (errno == EINTR)
         continue;
-      BATON_WARN(BOOT, "store %s: poll: %s; the store stops serving", srv->addr, strerror(errno));
+      baton__log_warn(BOOT, "store %s: poll: %s; the store stops serving", srv->addr, strerror(errno));
       return NULL;
     }
     if (srv->pfds[0].revents)
@@ -491,7 +491,7 @@ static void server_free(baton__store_server_t *srv) {
   for (size_t i = 0; i < srv->nconns; i++)
     if (!srv->conns[i].dead)
       conn_drop(srv, &srv->conns[i], 0, "the store stops");
-  for (size_t b = 0; b < STORE_BUCKETS; b++)
+  for (size_t b = 0; b < BATON__STORE_BUCKETS; b++)
     for (entry_t *e = srv->table[b], *next; e; e = next)
       next = e->next, free(e);
   free(srv->conns);
@@ -531,7 +531,7 @@ int baton__store_serve(const char *host, int port, const baton__secret_t *secret
     rc = BATON_ESYS;
     goto fail_thread;
   }
-  BATON_INFO(BOOT, "store: serving on %s", srv->addr);
+  baton__log_info(BOOT, "store: serving on %s", srv->addr);
   *out = srv;
   return BATON_OK;
 
@@ -551,7 +551,7 @@ void baton__store_stop(baton__store_server_t *srv) {
   if (!srv)
     return;
   if (write(srv->wakefd, &one, sizeof one) != sizeof one)
-    BATON_WARN(BOOT, "store %s: cannot wake the server thread: %s", srv->addr, strerror(errno));
+    baton__log_warn(BOOT, "store %s: cannot wake the server thread: %s", srv->addr, strerror(errno));
   pthread_join(srv->thread, NULL);
   close(srv->lfd);
   close(srv->wakefd);

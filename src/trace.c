@@ -75,7 +75,7 @@ int baton__trace_open(baton__trace_t **out, const char *pattern, int rank, int s
   t->size = size;
   t->cap = max_steps + 1;
   *out = t;
-  BATON_INFO(INIT, "tracing the steps of every collective to %s", path);
+  baton__log_info(INIT, "tracing the steps of every collective to %s", path);
   return BATON_OK;
 }
 

@@ -46,7 +46,7 @@ static inline ssize_t read_to_eof(int fd, uint8_t *buf, size_t cap) {
 
 /* A legitimate handshake done by hand, recording what the client sent. */
 static inline size_t record_handshake(int port, const baton__secret_t *s, uint8_t *sent) {
-  uint8_t out[AUTH_MSG_MAX], in[AUTH_MSG_MAX];
+  uint8_t out[BATON__AUTH_MSG_MAX], in[BATON__AUTH_MSG_MAX];
   size_t outlen, blen, n = 0;
   char err[BATON__ERRLEN] = "";
   baton__auth_t a;
@@ -55,7 +55,7 @@ static inline size_t record_handshake(int port, const baton__secret_t *s, uint8_
     memcpy(sent + n, out, outlen);
     n += outlen;
     if (send(fd, out, outlen, MSG_NOSIGNAL) != (ssize_t)outlen ||
-        recv(fd, in, AUTH_HDR, MSG_WAITALL) != AUTH_HDR)
+        recv(fd, in, BATON__AUTH_HDR, MSG_WAITALL) != BATON__AUTH_HDR)
       rc = BATON_EREMOTE;
     else if ((rc = baton__auth_header(&a, in, &blen, out, &outlen, err, sizeof err)) == BATON_OK &&
              (blen == 0 || recv(fd, in, blen, MSG_WAITALL) == (ssize_t)blen))
@@ -78,7 +78,7 @@ static inline void expect_refused(int port, const char *what, const void *bytes,
     return;
   EXPECT(send(fd, bytes, n, MSG_NOSIGNAL) == (ssize_t)n, "%s: send failed", what);
   ssize_t got = read_to_eof(fd, reply, sizeof reply);
-  int last = got >= AUTH_HDR ? baton__auth_result_status(reply + got - AUTH_HDR) : -1;
+  int last = got >= BATON__AUTH_HDR ? baton__auth_result_status(reply + got - BATON__AUTH_HDR) : -1;
   EXPECT(got >= 0 && (status < 0 || last == status),
          "%s: want RESULT %d and a hang-up, got %zd bytes (last status %d)", what, status, got, last);
   close(fd);

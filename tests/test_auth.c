@@ -72,13 +72,13 @@ static void test_pairs(void) {
   pair("s3cret", "s3cres", BATON_EAUTH, BATON_EAUTH);
   pair("s3cret", "s3cret ", BATON_EAUTH, BATON_EAUTH);
   pair("", "", BATON_OK, BATON_OK); /* no secret: no handshake at all */
-  char big[AUTH_SECRET_MAX + 2], err[BATON__ERRLEN] = "";
+  char big[BATON__AUTH_SECRET_MAX + 2], err[BATON__ERRLEN] = "";
   baton__secret_t s;
   memset(big, 'x', sizeof big - 1);
   big[sizeof big - 1] = '\0';
   EXPECT_RC(baton__secret_set(&s, big, err, sizeof err), BATON_EUSAGE, err);
   EXPECT(strstr(err, "BATON_SECRET") != NULL, "too long a secret: the error names the knob: %s", err);
-  big[AUTH_SECRET_MAX] = '\0';
+  big[BATON__AUTH_SECRET_MAX] = '\0';
   EXPECT_RC(baton__secret_set(&s, big, err, sizeof err), BATON_OK, err);
 }
 
@@ -170,21 +170,21 @@ static void test_store(void) {
   EXPECT(rejected == 3, "want one WARN \"rejected\" line per refused client, got %d", rejected);
   int idler = raw_connect(LOOP, port);
 
-  uint8_t rec[4 * AUTH_MSG_MAX], junk[64];
+  uint8_t rec[4 * BATON__AUTH_MSG_MAX], junk[64];
   size_t n = record_handshake(port, &s, rec);
-  expect_refused(port, "a recorded handshake played again", rec, n, AUTH_BAD_PROOF);
-  expect_refused(port, "a HELLO alone, then nothing", rec, AUTH_HDR + AUTH_NONCE, -1);
+  expect_refused(port, "a recorded handshake played again", rec, n, BATON__AUTH_BAD_PROOF);
+  expect_refused(port, "a HELLO alone, then nothing", rec, BATON__AUTH_HDR + BATON__AUTH_NONCE, -1);
   expect_refused(port, "half a HELLO header", rec, 7, -1);
-  expect_refused(port, "HTTP", "GET / HTTP/1.1\r\n\r\n", 18, AUTH_MALFORMED);
-  baton__store_hdr_pack(junk, OP_GET, 3, 0);
-  memcpy(junk + STORE_HDR, "key", 3);
-  expect_refused(port, "a GET without a handshake", junk, STORE_HDR + 3, AUTH_SECRET_REQUIRED);
-  memcpy(junk, rec, AUTH_HDR);
+  expect_refused(port, "HTTP", "GET / HTTP/1.1\r\n\r\n", 18, BATON__AUTH_MALFORMED);
+  baton__store_hdr_pack(junk, BATON__OP_GET, 3, 0);
+  memcpy(junk + BATON__STORE_HDR, "key", 3);
+  expect_refused(port, "a GET without a handshake", junk, BATON__STORE_HDR + 3, BATON__AUTH_SECRET_REQUIRED);
+  memcpy(junk, rec, BATON__AUTH_HDR);
   junk[12] = 0xff, junk[15] = 0x7f; /* a HELLO claiming a 2 GiB body */
-  expect_refused(port, "a huge body length", junk, AUTH_HDR, AUTH_MALFORMED);
-  memcpy(junk, rec, AUTH_HDR);
-  junk[6] = AUTH_PROOF; /* a PROOF before any CHALLENGE */
-  expect_refused(port, "a PROOF first", junk, AUTH_HDR, AUTH_MALFORMED);
+  expect_refused(port, "a huge body length", junk, BATON__AUTH_HDR, BATON__AUTH_MALFORMED);
+  memcpy(junk, rec, BATON__AUTH_HDR);
+  junk[6] = BATON__AUTH_PROOF; /* a PROOF before any CHALLENGE */
+  expect_refused(port, "a PROOF first", junk, BATON__AUTH_HDR, BATON__AUTH_MALFORMED);
   still_serving(port, &s, "hostile bytes");
   EXPECT(idler >= 0 && read_to_eof(idler, junk, sizeof junk) == 0,
          "a client that never authenticates is dropped after the store's timeout");

@@ -26,20 +26,20 @@
 static void attack_round(const char *host, int port, const baton__secret_t *s) {
   baton__secret_t wrong, none;
   char err[BATON__ERRLEN] = "";
-  uint8_t b[4 * AUTH_MSG_MAX];
+  uint8_t b[4 * BATON__AUTH_MSG_MAX];
   baton__store_t *st = NULL;
 
   expect_refused(port, "garbage", "\x16\x03\x01\x02\x00garbage, not a handshake", 30, -1);
-  baton__store_hdr_pack(b, OP_SET, 3, 0xffffffffu);
-  expect_refused(port, "a store header with a 4 GiB value", b, STORE_HDR, -1);
+  baton__store_hdr_pack(b, BATON__OP_SET, 3, 0xffffffffu);
+  expect_refused(port, "a store header with a 4 GiB value", b, BATON__STORE_HDR, -1);
   int fd = raw_connect(host, port); /* a header cut short, then gone */
   EXPECT(fd >= 0 && send(fd, b, 7, MSG_NOSIGNAL) == 7, "a header cut short: cannot send");
   if (fd >= 0)
     close(fd);
   size_t n = record_handshake(port, s, b);
-  expect_refused(port, "a recorded handshake played again", b, n, AUTH_BAD_PROOF);
+  expect_refused(port, "a recorded handshake played again", b, n, BATON__AUTH_BAD_PROOF);
   b[12] = b[13] = b[14] = b[15] = 0xff; /* the HELLO now claims a 4 GiB body */
-  expect_refused(port, "a handshake header with a 4 GiB body", b, AUTH_HDR, AUTH_MALFORMED);
+  expect_refused(port, "a handshake header with a 4 GiB body", b, BATON__AUTH_HDR, BATON__AUTH_MALFORMED);
 
   baton__secret_set(&wrong, "not the job's secret", err, sizeof err);
   baton__secret_set(&none, "", err, sizeof err);

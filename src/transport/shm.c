@@ -648,7 +648,7 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   if (s->rank == 0)
     shm_unlink(name);
   bind_conns(s, next, prev, p);
-  BATON_INFO(SHM, "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes, spin %.0f us",
+  baton__log_info(SHM, "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes, spin %.0f us",
              name, s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes, s->spin_s * 1e6);
   *out = s;
   return 0;

@@ -273,7 +273,7 @@ static int push(tcp_conn_t *c, sock_t *s) {
       return io_error(c, "sending", w);
     s->done += (size_t)w;
     if (s->done == BATON__FRAME_HDR + len) {
-      BATON_TRACE(NET, "sent frame %llu (%u bytes) to rank %d", (unsigned long long)s->frame,
+      baton__log_trace(NET, "sent frame %llu (%u bytes) to rank %d", (unsigned long long)s->frame,
                   len, c->conn.peer);
       s->done = 0;
       s->frame += (uint64_t)c->nsocks;
@@ -346,7 +346,7 @@ static int pull(tcp_conn_t *c, sock_t *s) {
         return conn_fail(c, BATON_EPROTO, "sent %s", why);
       c->len[s->frame % c->nslots] = f.len;
       c->sig[s->frame % c->nslots] = f.sig;
-      BATON_TRACE(NET, "frame %llu from rank %d: kind %u, %u bytes, call #%llu",
+      baton__log_trace(NET, "frame %llu from rank %d: kind %u, %u bytes, call #%llu",
                   (unsigned long long)s->frame, c->conn.peer, f.kind, f.len,
                   (unsigned long long)f.sig.seq);
       if (f.kind == BATON__FRAME_PING) { /* nothing to keep: the ACK was the point */
@@ -790,7 +790,7 @@ static int accept_all(baton__tcp_t *t, int lfd, int expected, double deadline,
     char why[256];
     if (baton__auth_server(fd, t->secret, "a connecting process", hello_deadline, why,
                            sizeof why) != 0) {
-      BATON_WARN(NET, "turned away a connection to the data port: %s", why);
+      baton__log_warn(NET, "turned away a connection to the data port: %s", why);
       close(fd);
       continue;
     }
@@ -802,7 +802,7 @@ static int accept_all(baton__tcp_t *t, int lfd, int expected, double deadline,
     }
     if (!c || j >= (uint32_t)c->nsocks || get32(h + 12) != (uint32_t)c->nsocks ||
         c->s[j].fd >= 0) {
-      BATON_WARN(NET, "dropped a connection that is not an expected peer of this "
+      baton__log_warn(NET, "dropped a connection that is not an expected peer of this "
                  "communicator (bad or repeated hello)");
       close(fd);
       continue;
@@ -970,7 +970,7 @@ int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton
   if (rc)
     goto fail;
   close(lfd);
-  BATON_INFO(NET, "tcp on %s: %d connections out, %d in, %d socket%s each, %u slots x %zu bytes",
+  baton__log_info(NET, "tcp on %s: %d connections out, %d in, %d socket%s each, %u slots x %zu bytes",
              a->local_ip, a->nto, a->nfrom, p->nsocks, p->nsocks > 1 ? "s" : "",
              (unsigned)p->shm_slots, p->tcp_segment_bytes / 64 * 64);
   *out = t;

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int sv[2];
   if (size < 1)
     return 0;
-  if (size > AUTH_HDR)
+  if (size > BATON__AUTH_HDR)
     baton__auth_result_status(data + 1);
   baton__secret_set(&s, data[0] & 2 ? "" : "fuzz-secret", err, sizeof err);
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0)

@@ -39,7 +39,7 @@ static void service(baton__store_server_t *srv, conn_t *c, int far) {
 /* Client 0 authenticates as a rank would, the harness playing the client
  * side of the state machine over the socket pair. */
 static void authenticate(baton__store_server_t *srv, conn_t *c, int far) {
-  uint8_t out[AUTH_MSG_MAX], in[AUTH_MSG_MAX];
+  uint8_t out[BATON__AUTH_MSG_MAX], in[BATON__AUTH_MSG_MAX];
   size_t outlen, blen;
   char err[BATON__ERRLEN];
   baton__auth_t a;
@@ -48,7 +48,7 @@ static void authenticate(baton__store_server_t *srv, conn_t *c, int far) {
     if (send(far, out, outlen, MSG_NOSIGNAL) != (ssize_t)outlen)
       abort();
     conn_service(srv, c, POLLIN | POLLOUT);
-    if (recv(far, in, AUTH_HDR, MSG_DONTWAIT) != AUTH_HDR)
+    if (recv(far, in, BATON__AUTH_HDR, MSG_DONTWAIT) != BATON__AUTH_HDR)
       abort(); /* the store must answer a well-formed message at once */
     rc = baton__auth_header(&a, in, &blen, out, &outlen, err, sizeof err);
     if (rc == BATON_OK && blen && recv(far, in, blen, MSG_DONTWAIT) != (ssize_t)blen)
