@@ -66,8 +66,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rank %d: %s: %s\n", rank, baton_strerror(rc), baton_comm_last_error(comm));
   if (rank == 0 && rc == BATON_OK) {
     double algbw = (double)count * sizeof(float) / best / 1e9;
-    printf("allreduce of %zu MiB float32 over %d ranks: every element = %g (correct)\n", mib,
-           size, (double)size * (size + 1) / 2);
+    printf("allreduce of %zu MiB float32 over %d ranks: every element = %g (correct)\n", mib, size,
+           (double)size * (size + 1) / 2);
     printf("best of %d: %.2f ms, algbw %.2f GB/s, busbw %.2f GB/s\n", iters, best * 1e3, algbw,
            algbw * 2 * (size - 1) / size);
   }

@@ -141,8 +141,8 @@ static double tolerance_step(const shard_t *all, const double *w, const double *
   double rho2 = 0;
   for (int j = 0; j < W; j++) {
     double wnew = w[j] - lr * g[j];
-    double rho = lr * (gamma_n(n + nranks + 4) * a[j] + e[j]) / n + u * fabs(lr * g[j]) +
-                 u * fabs(wnew);
+    double rho =
+        lr * (gamma_n(n + nranks + 4) * a[j] + e[j]) / n + u * fabs(lr * g[j]) + u * fabs(wnew);
     rho2 += rho * rho;
   }
   return 2 * 2 * sqrt(rho2);
@@ -187,11 +187,10 @@ static int check(size_t samples, int steps, double lr, int nranks, const double 
     dist2 += (w_par[j] - w[j]) * (w_par[j] - w[j]);
   free(all.x);
   free(all.y);
-  printf("check: |w(%d ranks) - w(1 process)| = %.3g, tolerance %.3g; loss %.6f -> %.6f\n",
-         nranks, sqrt(dist2), tol, first_loss, loss);
+  printf("check: |w(%d ranks) - w(1 process)| = %.3g, tolerance %.3g; loss %.6f -> %.6f\n", nranks,
+         sqrt(dist2), tol, first_loss, loss);
   if (lr > limit) {
-    printf("check: FAIL: lr %g is above 2/L = %g, where the tolerance does not hold\n", lr,
-           limit);
+    printf("check: FAIL: lr %g is above 2/L = %g, where the tolerance does not hold\n", lr, limit);
     return 1;
   }
   int ok = sqrt(dist2) <= tol && loss < first_loss;

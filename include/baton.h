@@ -55,17 +55,17 @@ typedef enum {
 
 /* Error codes. The list is the single source of baton_strerror() and
  * baton_err_name(): XX(name, value, message). */
-#define BATON_ERRNO_MAP(XX)                                                    \
-  XX(EINVAL, -1, "invalid argument")                                           \
-  XX(EUSAGE, -2, "invalid usage or environment")                               \
-  XX(ESYS, -3, "system call failed")                                           \
-  XX(EREMOTE, -4, "a peer failed or closed the connection")                    \
-  XX(ETIMEDOUT, -5, "timed out waiting for a peer")                            \
-  XX(ENOMEM, -6, "out of memory")                                              \
-  XX(EINTERNAL, -7, "internal error")                                          \
-  XX(EPROTO, -8, "malformed message from a peer")                             \
-  XX(EAUTH, -9, "authentication failed: the job's secret differs or is missing") \
-  XX(EABORTED, -10, "the communicator was aborted")                            \
+#define BATON_ERRNO_MAP(XX)                                                                        \
+  XX(EINVAL, -1, "invalid argument")                                                               \
+  XX(EUSAGE, -2, "invalid usage or environment")                                                   \
+  XX(ESYS, -3, "system call failed")                                                               \
+  XX(EREMOTE, -4, "a peer failed or closed the connection")                                        \
+  XX(ETIMEDOUT, -5, "timed out waiting for a peer")                                                \
+  XX(ENOMEM, -6, "out of memory")                                                                  \
+  XX(EINTERNAL, -7, "internal error")                                                              \
+  XX(EPROTO, -8, "malformed message from a peer")                                                  \
+  XX(EAUTH, -9, "authentication failed: the job's secret differs or is missing")                   \
+  XX(EABORTED, -10, "the communicator was aborted")                                                \
   XX(EMISMATCH, -11, "ranks made different calls")
 
 typedef enum {
@@ -143,33 +143,32 @@ const char *baton_comm_last_error(const baton_comm_t *comm);
  * recvbuf[i] = op over all ranks of sendbuf[i], for i < count.
  * In place when sendbuf == recvbuf.
  */
-int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count,
-                    baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm);
+int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                    baton_op_t op, baton_comm_t *comm);
 
 /*
  * sendbuf holds size * recvcount elements; rank r receives in recvbuf the
  * reduction over all ranks of elements [r * recvcount, (r + 1) * recvcount).
  * In place when recvbuf == sendbuf + rank * recvcount elements.
  */
-int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                         baton_dtype_t dtype, baton_op_t op,
-                         baton_comm_t *comm);
+int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                         baton_op_t op, baton_comm_t *comm);
 
 /*
  * recvbuf holds size * sendcount elements; rank r's sendbuf lands at
  * recvbuf + r * sendcount elements on every rank.
  * In place when sendbuf == recvbuf + rank * sendcount elements.
  */
-int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                    baton_dtype_t dtype, baton_comm_t *comm);
+int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                    baton_comm_t *comm);
 
 /*
  * root's sendbuf (count elements) lands in every rank's recvbuf. Only the
  * root reads sendbuf (others may pass NULL). In place on the root when
  * sendbuf == recvbuf. root outside [0, size) is BATON_EINVAL.
  */
-int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count,
-                    baton_dtype_t dtype, int root, baton_comm_t *comm);
+int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype, int root,
+                    baton_comm_t *comm);
 
 /*
  * The reduction over all ranks of sendbuf (count elements) lands in root's
@@ -177,9 +176,8 @@ int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count,
  * the others may pass NULL. In place on the root when sendbuf == recvbuf.
  * root outside [0, size) is BATON_EINVAL.
  */
-int baton_reduce(const void *sendbuf, void *recvbuf, size_t count,
-                 baton_dtype_t dtype, baton_op_t op, int root,
-                 baton_comm_t *comm);
+int baton_reduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                 baton_op_t op, int root, baton_comm_t *comm);
 
 /*
  * Every rank sends `count` elements to every rank: sendbuf and recvbuf hold
@@ -190,8 +188,8 @@ int baton_reduce(const void *sendbuf, void *recvbuf, size_t count,
  * size * count elements of scratch, which BATON_SCRATCH_BYTES bounds
  * (BATON_ENOMEM past it). Buffers that overlap otherwise are undefined.
  */
-int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count,
-                   baton_dtype_t dtype, baton_comm_t *comm);
+int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                   baton_comm_t *comm);
 
 /*
  * Rank r's sendbuf (sendcount elements) lands at recvbuf + r * sendcount
@@ -200,8 +198,8 @@ int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count,
  * root when sendbuf == recvbuf + root * sendcount elements (its block is
  * already where it belongs). root outside [0, size) is BATON_EINVAL.
  */
-int baton_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                 baton_dtype_t dtype, int root, baton_comm_t *comm);
+int baton_gather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                 int root, baton_comm_t *comm);
 
 /*
  * The root's sendbuf holds size * recvcount elements; block r (elements
@@ -210,8 +208,8 @@ int baton_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
  * recvbuf == sendbuf + root * recvcount elements. root outside [0, size)
  * is BATON_EINVAL.
  */
-int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                  baton_dtype_t dtype, int root, baton_comm_t *comm);
+int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                  int root, baton_comm_t *comm);
 
 /*
  * Allgather with a count per rank: rank r's sendbuf (sendcount elements)
@@ -223,9 +221,8 @@ int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
  * sendbuf == recvbuf + displs[rank] elements. NULL recvcounts or displs,
  * or recvcounts[rank] != sendcount, is BATON_EINVAL.
  */
-int baton_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
-                     const size_t *recvcounts, const size_t *displs,
-                     baton_dtype_t dtype, baton_comm_t *comm);
+int baton_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t *recvcounts,
+                     const size_t *displs, baton_dtype_t dtype, baton_comm_t *comm);
 
 /*
  * Reduce-scatter with a count per rank: sendbuf holds the sum of
@@ -236,9 +233,8 @@ int baton_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
  * recvbuf == sendbuf + recvcounts[0] + ... + recvcounts[rank - 1]
  * elements. NULL recvcounts is BATON_EINVAL.
  */
-int baton_reduce_scatterv(const void *sendbuf, void *recvbuf,
-                          const size_t *recvcounts, baton_dtype_t dtype,
-                          baton_op_t op, baton_comm_t *comm);
+int baton_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recvcounts,
+                          baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm);
 
 /* Returns once every rank has entered the barrier. */
 int baton_barrier(baton_comm_t *comm);

@@ -18,8 +18,8 @@ static int ring_max_steps(int size) { return 2 * size; }
 
 /* Broadcast and reduce on the ring are the chain: the ring opened at the
  * root. */
-static void ring_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                       size_t count, int root, const int *order) {
+static void ring_build(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                       int root, const int *order) {
   (void)count;
   if (coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE)
     baton__chain_schedule(s, coll, rank, size, order, root);
@@ -41,8 +41,8 @@ static void hier_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
  * every input (reduce-scatter), the other rank's input (allgather) or the
  * root's (broadcast). No rank sends: each writes its own mailbox and the
  * others read it. */
-static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                       size_t count, int root, const int *order) {
+static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                       int root, const int *order) {
   (void)order;
   (void)count;
   s->coll = coll;
@@ -77,21 +77,21 @@ static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
 #define TREE_COLLS (BIT(ALLREDUCE) | BIT(BROADCAST) | BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER))
 #define NAIVE_COLLS (RING_COLLS | BIT(GATHER) | BIT(SCATTER))
 
-#define ALGO(name_, colls_, traits_, scratch_, layout_, max_steps_, build_)                  \
-  {.name = name_, .colls = colls_, .traits = traits_, .scratch_colls = scratch_,                \
-   .layout = layout_, .max_steps = max_steps_, .build = build_}
+#define ALGO(name_, colls_, traits_, scratch_, layout_, max_steps_, build_)                        \
+  {                                                                                                \
+    .name = name_, .colls = colls_, .traits = traits_, .scratch_colls = scratch_,                  \
+    .layout = layout_, .max_steps = max_steps_, .build = build_                                    \
+  }
 
 static const baton__algo_t algos[] = {
     ALGO("ring", RING_COLLS, BATON__ALGO_RING_LINKS, 0, "ring", ring_max_steps, ring_build),
     ALGO("flat", FLAT_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX, 0, "ring",
          flat_max_steps, flat_build),
-    ALGO("pairwise", BIT(ALLTOALL), 0, 0, "ring", baton__pairwise_max_steps,
-         baton__pairwise_build),
+    ALGO("pairwise", BIT(ALLTOALL), 0, 0, "ring", baton__pairwise_max_steps, baton__pairwise_build),
     ALGO("tree", TREE_COLLS, 0, BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER), "tree",
          baton__tree_max_steps, baton__tree_schedule),
     ALGO("naive", NAIVE_COLLS, 0, 0, "tree", baton__naive_max_steps, baton__naive_schedule),
-    ALGO("hier", BIT(ALLREDUCE), BATON__ALGO_HOST_LEADERS, 0, "ring", ring_max_steps,
-         hier_build),
+    ALGO("hier", BIT(ALLREDUCE), BATON__ALGO_HOST_LEADERS, 0, "ring", ring_max_steps, hier_build),
     ALGO("rhd", RHD_COLLS, 0, BIT(REDUCE_SCATTER) | BIT(REDUCE_SCATTERV), "ring",
          baton__rhd_max_steps, baton__rhd_schedule),
     ALGO("rd", RD_COLLS, 0, 0, "ring", baton__rd_max_steps, baton__rd_schedule),
@@ -123,17 +123,17 @@ baton__coll_t baton__coll_find(const char *name) {
   return BATON__COLL_COUNT;
 }
 
-int baton__schedule_on(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
-                       int rank, int size, size_t count, int root, const int *order) {
-  if (!algo || (unsigned)coll >= BATON__COLL_COUNT || !(algo->colls & (1u << coll)) ||
-      size < 1 || rank < 0 || rank >= size || root < 0 || root >= size)
+int baton__schedule_on(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo, int rank,
+                       int size, size_t count, int root, const int *order) {
+  if (!algo || (unsigned)coll >= BATON__COLL_COUNT || !(algo->colls & (1u << coll)) || size < 1 ||
+      rank < 0 || rank >= size || root < 0 || root >= size)
     return -1;
   algo->build(s, coll, rank, size, count, root, order);
   return 0;
 }
 
-int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
-                        int rank, int size, size_t count, int root) {
+int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo, int rank,
+                        int size, size_t count, int root) {
   int identity[MAX_OFFLINE_SIZE];
   if (size > MAX_OFFLINE_SIZE)
     return -1;

@@ -32,7 +32,7 @@ static const uint32_t body_lens[BATON__AUTH_TYPE_COUNT] = {
 };
 
 static const char *const type_names[BATON__AUTH_TYPE_COUNT] = {"?", "HELLO", "CHALLENGE", "PROOF",
-                                                        "RESULT"};
+                                                               "RESULT"};
 
 static const char *const status_texts[BATON__AUTH_STATUS_COUNT] = {
     [BATON__AUTH_ACCEPTED] = "accepted",
@@ -100,8 +100,8 @@ void baton__auth_result_pack(uint8_t *out, unsigned status) {
 }
 
 int baton__auth_result_status(const uint8_t *b) {
-  if (get32(b) != BATON__AUTH_MAGIC || b[6] != BATON__AUTH_RESULT || b[7] != 0 || get32(b + 12) != 0 ||
-      get32(b + 8) >= BATON__AUTH_STATUS_COUNT)
+  if (get32(b) != BATON__AUTH_MAGIC || b[6] != BATON__AUTH_RESULT || b[7] != 0 ||
+      get32(b + 12) != 0 || get32(b + 8) >= BATON__AUTH_STATUS_COUNT)
     return -1;
   return (int)get32(b + 8);
 }
@@ -115,7 +115,8 @@ static int compute_mac(const baton__secret_t *s, int of_server, const uint8_t *n
   memcpy(msg, labels[of_server], 20);
   memcpy(msg + 20, n1, BATON__AUTH_NONCE);
   memcpy(msg + 20 + BATON__AUTH_NONCE, n2, BATON__AUTH_NONCE);
-  if (!HMAC(EVP_sha256(), s->key, (int)s->len, msg, sizeof msg, mac, &len) || len != BATON__AUTH_MAC)
+  if (!HMAC(EVP_sha256(), s->key, (int)s->len, msg, sizeof msg, mac, &len) ||
+      len != BATON__AUTH_MAC)
     return -1;
   return 0;
 }
@@ -184,7 +185,8 @@ int baton__auth_header(baton__auth_t *a, const uint8_t *hdr, size_t *body_len, u
     snprintf(why, sizeof why, "%s with a body of %u bytes", type_names[type], blen);
   else if (type == BATON__AUTH_RESULT ? status >= BATON__AUTH_STATUS_COUNT : status != 0)
     snprintf(why, sizeof why, "%s with status %u", type_names[type], status);
-  else if (type == BATON__AUTH_RESULT && status != BATON__AUTH_ACCEPTED) /* the peer turns us away */
+  else if (type == BATON__AUTH_RESULT &&
+           status != BATON__AUTH_ACCEPTED) /* the peer turns us away */
     return fail(a, BATON_EAUTH, out, outlen, -1, err, errlen, baton__auth_status_text(status));
   else if (type != want)
     snprintf(why, sizeof why, "%s instead of %s", type_names[type], type_names[want]);
@@ -208,8 +210,8 @@ static int proof(baton__auth_t *a, int of_server, uint8_t *mac) {
   return compute_mac(a->secret, of_server, n1, n2, mac);
 }
 
-int baton__auth_body(baton__auth_t *a, const uint8_t *body, uint8_t *out, size_t *outlen,
-                     char *err, size_t errlen) {
+int baton__auth_body(baton__auth_t *a, const uint8_t *body, uint8_t *out, size_t *outlen, char *err,
+                     size_t errlen) {
   uint8_t want[BATON__AUTH_MAC], mine[BATON__AUTH_MAC];
   *outlen = 0;
   switch (a->type) {
@@ -309,8 +311,8 @@ static int drive(int server, int fd, const baton__secret_t *s, double deadline, 
   return rc;
 }
 
-static int auth_run(int server, int fd, const baton__secret_t *s, const char *who,
-                    double deadline, char *err, size_t errlen) {
+static int auth_run(int server, int fd, const baton__secret_t *s, const char *who, double deadline,
+                    char *err, size_t errlen) {
   char why[BATON__ERRLEN];
   if (s->len == 0)
     return BATON_OK; /* no secret: no handshake, as before */

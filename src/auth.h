@@ -38,7 +38,13 @@
 #define BATON__AUTH_MSG_MAX (BATON__AUTH_HDR + BATON__AUTH_BODY_MAX)
 #define BATON__AUTH_SECRET_MAX 255
 
-enum { BATON__AUTH_HELLO = 1, BATON__AUTH_CHALLENGE, BATON__AUTH_PROOF, BATON__AUTH_RESULT, BATON__AUTH_TYPE_COUNT };
+enum {
+  BATON__AUTH_HELLO = 1,
+  BATON__AUTH_CHALLENGE,
+  BATON__AUTH_PROOF,
+  BATON__AUTH_RESULT,
+  BATON__AUTH_TYPE_COUNT
+};
 
 /* RESULT statuses: why the sender accepted or turned the other side away. */
 enum {
@@ -82,8 +88,8 @@ int baton__auth_header(baton__auth_t *a, const uint8_t *hdr, size_t *body_len, u
                        size_t *outlen, char *err, size_t errlen);
 /* Consumes that body. BATON_OK; baton__auth_done() says when the peer has
  * proved itself (the server's last message, in out, must still go out). */
-int baton__auth_body(baton__auth_t *a, const uint8_t *body, uint8_t *out, size_t *outlen,
-                     char *err, size_t errlen);
+int baton__auth_body(baton__auth_t *a, const uint8_t *body, uint8_t *out, size_t *outlen, char *err,
+                     size_t errlen);
 int baton__auth_done(const baton__auth_t *a);
 
 /* A RESULT with this status, BATON__AUTH_HDR bytes. */

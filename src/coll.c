@@ -11,9 +11,8 @@
 
 #include "comm.h"
 
-static const char *const dtype_names[] = {"int8",    "uint8",    "int32",   "uint32",
-                                          "int64",   "uint64",   "float16", "bfloat16",
-                                          "float32", "float64"};
+static const char *const dtype_names[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                                          "uint64", "float16", "bfloat16", "float32", "float64"};
 static const size_t dtype_sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
 
@@ -40,8 +39,8 @@ typedef struct {
   size_t count, blocks;
   baton_dtype_t dtype;
   baton_op_t op;
-  int root;         /* NO_ROOT for collectives without one */
-  size_t stage;     /* bytes of input to copy to scratch first (in-place alltoall) */
+  int root;     /* NO_ROOT for collectives without one */
+  size_t stage; /* bytes of input to copy to scratch first (in-place alltoall) */
 } call_t;
 #define NO_ROOT INT_MIN
 
@@ -61,19 +60,19 @@ static int validate_args(baton_comm_t *comm, const call_t *c) {
     return baton__fail(comm, BATON_EINVAL, "%s: count %zu of %s overflows the address space",
                        c->name, c->count, dtype_names[c->dtype]);
   if (c->root != NO_ROOT && (c->root < 0 || c->root >= comm->size))
-    return baton__fail(comm, BATON_EINVAL, "%s: root %d is not a rank of this communicator "
-                       "(size %d)", c->name, c->root, comm->size);
+    return baton__fail(comm, BATON_EINVAL,
+                       "%s: root %d is not a rank of this communicator "
+                       "(size %d)",
+                       c->name, c->root, comm->size);
   return BATON_OK;
 }
 
 /* A buffer this rank reads (or writes) n > 0 elements of must be there. */
 static int check_buffers(baton_comm_t *comm, const call_t *c, size_t send_n, size_t recv_n) {
   if (send_n > 0 && !c->sendbuf)
-    return baton__fail(comm, BATON_EINVAL, "%s: sendbuf is NULL with count %zu", c->name,
-                       send_n);
+    return baton__fail(comm, BATON_EINVAL, "%s: sendbuf is NULL with count %zu", c->name, send_n);
   if (recv_n > 0 && !c->recvbuf)
-    return baton__fail(comm, BATON_EINVAL, "%s: recvbuf is NULL with count %zu", c->name,
-                       recv_n);
+    return baton__fail(comm, BATON_EINVAL, "%s: recvbuf is NULL with count %zu", c->name, recv_n);
   return BATON_OK;
 }
 
@@ -88,15 +87,18 @@ static int validate(baton_comm_t *comm, const call_t *c) {
 }
 
 /* BATON_TRACE: the finished collective's lines (trace.c). */
-static void trace_end(baton_comm_t *comm, const call_t *c, baton__coll_t coll, int flat,
-                      int rc) {
+static void trace_end(baton_comm_t *comm, const call_t *c, baton__coll_t coll, int flat, int rc) {
   size_t es = dtype_sizes[c->dtype];
-  baton__trace_call_t t = {.seq = comm->seq, .coll = coll, .dtype = dtype_names[c->dtype],
-                           .count = c->count, .root = c->root == NO_ROOT ? -1 : c->root,
+  baton__trace_call_t t = {.seq = comm->seq,
+                           .coll = coll,
+                           .dtype = dtype_names[c->dtype],
+                           .count = c->count,
+                           .root = c->root == NO_ROOT ? -1 : c->root,
                            .elsize = es,
-                           .sched = flat ? NULL : &comm->sched, .len = comm->len,
-                           .flat_bytes = c->count * es *
-                                         (coll == BATON__COLL_REDUCE_SCATTER ? c->blocks : 1),
+                           .sched = flat ? NULL : &comm->sched,
+                           .len = comm->len,
+                           .flat_bytes =
+                               c->count * es * (coll == BATON__COLL_REDUCE_SCATTER ? c->blocks : 1),
                            .rc = rc};
   baton__trace_end(comm->trace, &t);
 }
@@ -136,9 +138,10 @@ static int run_sched(baton_comm_t *comm, const call_t *c, baton__coll_t coll,
   size_t work = baton__sched_work_bytes(comm, es);
   size_t stage_at = (work + 63) & ~(size_t)63;
   if ((work || c->stage) && baton__work_reserve(comm, stage_at + c->stage) != 0)
-    return baton__fail(comm, BATON_ENOMEM, "%s: %s needs %zu bytes of scratch memory%s, more "
-                       "than BATON_SCRATCH_BYTES allows or the system gives", c->name,
-                       comm->sched.algo, stage_at + c->stage,
+    return baton__fail(comm, BATON_ENOMEM,
+                       "%s: %s needs %zu bytes of scratch memory%s, more "
+                       "than BATON_SCRATCH_BYTES allows or the system gives",
+                       c->name, comm->sched.algo, stage_at + c->stage,
                        c->stage ? " (in place: a copy of the input)" : "");
   if (c->stage) {
     memcpy(comm->work + stage_at, c->sendbuf, c->stage);
@@ -154,12 +157,14 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
    * (NULL when none of this build does). */
   const baton__algo_t *algo = baton__select(comm, coll, c->count, es);
   if (!algo && comm->size > 1 && c->count > 0) /* before the sequence number moves */
-    return baton__fail(comm, BATON_EUSAGE, "%s: no algorithm of this build serves %s",
-                       c->name, c->name);
+    return baton__fail(comm, BATON_EUSAGE, "%s: no algorithm of this build serves %s", c->name,
+                       c->name);
   int flat = algo && (algo->traits & BATON__ALGO_MAILBOX);
   comm->seq++;
-  comm->sig = (baton__sig_t){.seq = comm->seq, .count = c->count,
-                             .root = c->root == NO_ROOT ? -1 : c->root, .coll = (uint8_t)coll,
+  comm->sig = (baton__sig_t){.seq = comm->seq,
+                             .count = c->count,
+                             .root = c->root == NO_ROOT ? -1 : c->root,
+                             .coll = (uint8_t)coll,
                              .dtype = (uint8_t)c->dtype,
                              .op = c->op == BATON_OP_COUNT ? 0 : (uint8_t)c->op,
                              .algo = algo_id(algo)};
@@ -169,17 +174,20 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
   if (rc)
     return rc;
   baton__log_info(COLL, "%s #%llu: count %zu %s %s, algo %s", c->name,
-             (unsigned long long)comm->seq, c->count, dtype_names[c->dtype],
-             c->op == BATON_OP_COUNT ? "-" : op_names[c->op],
-             comm->size == 1 || !algo ? "local" : algo->name);
+                  (unsigned long long)comm->seq, c->count, dtype_names[c->dtype],
+                  c->op == BATON_OP_COUNT ? "-" : op_names[c->op],
+                  comm->size == 1 || !algo ? "local" : algo->name);
   if (c->count == 0)
     return BATON_OK;
   if (comm->size == 1) {
     run_local(comm, c, es);
     return BATON_OK;
   }
-  baton__exec_args_t a = {.in = c->sendbuf, .out = c->recvbuf, .elsize = es,
-                          .dtype = c->dtype, .op = c->op == BATON_OP_COUNT ? BATON_SUM : c->op,
+  baton__exec_args_t a = {.in = c->sendbuf,
+                          .out = c->recvbuf,
+                          .elsize = es,
+                          .dtype = c->dtype,
+                          .op = c->op == BATON_OP_COUNT ? BATON_SUM : c->op,
                           .root = c->root};
   if (comm->trace)
     baton__trace_begin(comm->trace);
@@ -205,17 +213,17 @@ int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtyp
   if (rc)
     return rc;
   for (int r = 0; r < comm->size; r++) {
-    comm->in_off[r] = comm->out_off[r] = comm->work_off[r] =
-        baton__chunk_off(count, comm->size, r);
+    comm->in_off[r] = comm->out_off[r] = comm->work_off[r] = baton__chunk_off(count, comm->size, r);
     comm->len[r] = baton__chunk_len(count, comm->size, r);
   }
   return run(comm, &c, BATON__COLL_ALLREDUCE);
 }
 
-int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                         baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm) {
-  call_t c = {"reduce_scatter", sendbuf, recvbuf, recvcount, comm ? (size_t)comm->size : 1,
-              dtype, op, NO_ROOT, 0};
+int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                         baton_op_t op, baton_comm_t *comm) {
+  call_t c = {
+      "reduce_scatter", sendbuf, recvbuf, recvcount, comm ? (size_t)comm->size : 1, dtype, op,
+      NO_ROOT,          0};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -229,8 +237,8 @@ int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
 
 int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
                     baton_comm_t *comm) {
-  call_t c = {"allgather", sendbuf, recvbuf, sendcount, comm ? (size_t)comm->size : 1,
-              dtype, BATON_OP_COUNT, NO_ROOT, 0};
+  call_t c = {"allgather", sendbuf,        recvbuf, sendcount, comm ? (size_t)comm->size : 1,
+              dtype,       BATON_OP_COUNT, NO_ROOT, 0};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -242,8 +250,8 @@ int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_
   return run(comm, &c, BATON__COLL_ALLGATHER);
 }
 
-int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
-                    int root, baton_comm_t *comm) {
+int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype, int root,
+                    baton_comm_t *comm) {
   call_t c = {"broadcast", sendbuf, recvbuf, count, 1, dtype, BATON_OP_COUNT, root, 0};
   int rc = validate(comm, &c);
   if (rc)
@@ -278,8 +286,8 @@ int baton_reduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t
  * the output (schedule.h), at the same offset in both. */
 int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
                    baton_comm_t *comm) {
-  call_t c = {"alltoall", sendbuf, recvbuf, count, comm ? (size_t)comm->size : 1, dtype,
-              BATON_OP_COUNT, NO_ROOT, 0};
+  call_t c = {"alltoall", sendbuf,        recvbuf, count, comm ? (size_t)comm->size : 1,
+              dtype,      BATON_OP_COUNT, NO_ROOT, 0};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -297,8 +305,8 @@ int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype
  * the root's output; a non-root keeps in scratch the blocks it forwards. */
 int baton_gather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
                  int root, baton_comm_t *comm) {
-  call_t c = {"gather", sendbuf, recvbuf, sendcount, comm ? (size_t)comm->size : 1, dtype,
-              BATON_OP_COUNT, root, 0};
+  call_t c = {"gather", sendbuf,        recvbuf, sendcount, comm ? (size_t)comm->size : 1,
+              dtype,    BATON_OP_COUNT, root,    0};
   int rc = validate_args(comm, &c);
   if (rc || (rc = check_buffers(comm, &c, sendcount, comm->rank == root ? sendcount : 0)))
     return rc;
@@ -315,8 +323,8 @@ int baton_gather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dty
  * own in its output; the others a rank forwards live in scratch. */
 int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
                   int root, baton_comm_t *comm) {
-  call_t c = {"scatter", sendbuf, recvbuf, recvcount, comm ? (size_t)comm->size : 1, dtype,
-              BATON_OP_COUNT, root, 0};
+  call_t c = {"scatter", sendbuf,        recvbuf, recvcount, comm ? (size_t)comm->size : 1,
+              dtype,     BATON_OP_COUNT, root,    0};
   int rc = validate(comm, &c);
   if (rc)
     return rc;
@@ -335,8 +343,7 @@ int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dt
  * and every block inside the address space. *total is the sum of the
  * counts, *extent the elements the blocks span. */
 static int check_counts(baton_comm_t *comm, const call_t *c, const size_t *counts,
-                        const size_t *displs, int need_displs, size_t *total,
-                        size_t *extent) {
+                        const size_t *displs, int need_displs, size_t *total, size_t *extent) {
   if (!counts)
     return baton__fail(comm, BATON_EINVAL, "%s: recvcounts is NULL", c->name);
   if (need_displs && !displs)
@@ -346,9 +353,11 @@ static int check_counts(baton_comm_t *comm, const call_t *c, const size_t *count
   for (int r = 0; r < comm->size; r++) {
     size_t at = displs ? displs[r] : *total;
     if (counts[r] > most || *total > most - counts[r] || (counts[r] && at > most - counts[r]))
-      return baton__fail(comm, BATON_EINVAL, "%s: recvcounts[%d] = %zu%s%zu of %s overflows "
-                         "the address space", c->name, r, counts[r],
-                         displs ? " at displs = " : " after ", at, dtype_names[c->dtype]);
+      return baton__fail(comm, BATON_EINVAL,
+                         "%s: recvcounts[%d] = %zu%s%zu of %s overflows "
+                         "the address space",
+                         c->name, r, counts[r], displs ? " at displs = " : " after ", at,
+                         dtype_names[c->dtype]);
     *total += counts[r];
     if (counts[r] && at + counts[r] > *extent)
       *extent = at + counts[r];
@@ -358,18 +367,18 @@ static int check_counts(baton_comm_t *comm, const call_t *c, const size_t *count
 
 /* Chunk c is rank c's block, recvcounts[c] long at displs[c] in every
  * output, as allgather's but with a count per rank. */
-int baton_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
-                     const size_t *recvcounts, const size_t *displs, baton_dtype_t dtype,
-                     baton_comm_t *comm) {
+int baton_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t *recvcounts,
+                     const size_t *displs, baton_dtype_t dtype, baton_comm_t *comm) {
   call_t c = {"allgatherv", sendbuf, recvbuf, sendcount, 1, dtype, BATON_OP_COUNT, NO_ROOT, 0};
   size_t total = 0, extent = 0;
   int rc = validate_args(comm, &c);
   if (rc || (rc = check_counts(comm, &c, recvcounts, displs, 1, &total, &extent)))
     return rc;
   if (recvcounts[comm->rank] != sendcount)
-    return baton__fail(comm, BATON_EINVAL, "allgatherv: recvcounts[%d] = %zu differs from "
-                       "this rank's sendcount %zu", comm->rank, recvcounts[comm->rank],
-                       sendcount);
+    return baton__fail(comm, BATON_EINVAL,
+                       "allgatherv: recvcounts[%d] = %zu differs from "
+                       "this rank's sendcount %zu",
+                       comm->rank, recvcounts[comm->rank], sendcount);
   if ((rc = check_buffers(comm, &c, sendcount, extent)))
     return rc;
   for (int r = 0; r < comm->size; r++) {
@@ -411,10 +420,12 @@ int baton__ring_barrier(baton_comm_t *comm) {
   }
   comm->scratch[comm->rank] = 1;
   baton__exec_args_t a = {.in = (const char *)comm->scratch + comm->rank,
-                          .out = (char *)comm->scratch, .elsize = 1,
-                          .dtype = BATON_UINT8, .op = BATON_SUM};
-  baton__schedule_on(&comm->sched, BATON__COLL_ALLGATHER, ring_algo(), comm->rank, comm->size, 1,
-                     0, comm->order);
+                          .out = (char *)comm->scratch,
+                          .elsize = 1,
+                          .dtype = BATON_UINT8,
+                          .op = BATON_SUM};
+  baton__schedule_on(&comm->sched, BATON__COLL_ALLGATHER, ring_algo(), comm->rank, comm->size, 1, 0,
+                     comm->order);
   comm->sched.algo = "ring";
   return baton__exec(comm, &a);
 }

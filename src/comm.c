@@ -179,7 +179,7 @@ static void host_identity(const baton__params_t *p, char *buf, size_t len) {
  * lowest rank that shares memory with r, hosts[r] a readable name (the host
  * name, with the group when several groups share a host name). */
 static int learn_hosts(baton_comm_t *c, char *err, size_t errlen) {
-  char (*ids)[160] = calloc((size_t)c->size, sizeof *ids);
+  char(*ids)[160] = calloc((size_t)c->size, sizeof *ids);
   char key[32];
   int rc = ids ? 0 : BATON_ENOMEM;
   if (rc == 0) {
@@ -190,8 +190,8 @@ static int learn_hosts(baton_comm_t *c, char *err, size_t errlen) {
   for (int r = 0; r < c->size && rc == 0; r++) {
     size_t len = 0;
     snprintf(key, sizeof key, "host.%d", r);
-    rc = baton__store_get(c->store, key, ids[r], sizeof ids[r] - 1, &len, c->params.timeout_s,
-                          err, errlen);
+    rc = baton__store_get(c->store, key, ids[r], sizeof ids[r] - 1, &len, c->params.timeout_s, err,
+                          errlen);
     ids[r][len < sizeof ids[r] ? len : sizeof ids[r] - 1] = '\0';
   }
   for (int r = 0; r < c->size && rc == 0; r++) {
@@ -237,8 +237,10 @@ static int read_identity(baton_comm_t *c, const given_t *given, char *host, size
     c->params.size = given->size;
     snprintf(c->params.addr, sizeof c->params.addr, "%s", given->addr);
     if (given->size < 1 || given->rank < 0) {
-      snprintf(err, errlen, "baton_comm_init_rank: size %d must be positive and rank %d "
-               "not negative", given->size, given->rank);
+      snprintf(err, errlen,
+               "baton_comm_init_rank: size %d must be positive and rank %d "
+               "not negative",
+               given->size, given->rank);
       return BATON_EINVAL;
     }
   }
@@ -247,13 +249,15 @@ static int read_identity(baton_comm_t *c, const given_t *given, char *host, size
                         : !c->params.addr[0] ? "BATON_ADDR"
                                              : NULL;
   if (missing) {
-    snprintf(err, errlen, "%s is not set: start the program with baton-run, or set "
-             "BATON_RANK, BATON_SIZE and BATON_ADDR", missing);
+    snprintf(err, errlen,
+             "%s is not set: start the program with baton-run, or set "
+             "BATON_RANK, BATON_SIZE and BATON_ADDR",
+             missing);
     return BATON_EUSAGE;
   }
   if (c->params.rank >= c->params.size) {
-    snprintf(err, errlen, "%s %d is not below %s %d", given ? "rank" : "BATON_RANK",
-             c->params.rank, given ? "size" : "BATON_SIZE", c->params.size);
+    snprintf(err, errlen, "%s %d is not below %s %d", given ? "rank" : "BATON_RANK", c->params.rank,
+             given ? "size" : "BATON_SIZE", c->params.size);
     return given ? BATON_EINVAL : BATON_EUSAGE;
   }
   if (strcmp(c->params.transport, "auto") != 0 && strcmp(c->params.transport, "tcp") != 0) {
@@ -282,9 +286,8 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
   c->to = calloc(n, sizeof *c->to);
   c->from = calloc(n, sizeof *c->from);
   c->scratch = calloc(2 * n, 1);
-  if (!c->order || !c->sched.steps || !c->in_off || !c->out_off || !c->len || !c->work_off || !c->host ||
-      !c->hosts ||
-      !c->group || !c->to || !c->from || !c->scratch) {
+  if (!c->order || !c->sched.steps || !c->in_off || !c->out_off || !c->len || !c->work_off ||
+      !c->host || !c->hosts || !c->group || !c->to || !c->from || !c->scratch) {
     snprintf(err, errlen, "out of memory for the tables of %d ranks", c->size);
     return BATON_ENOMEM;
   }
@@ -348,8 +351,8 @@ static int share_id(baton_comm_t *c, char *err, size_t errlen) {
     c->id = id;
     return baton__store_set(c->store, "comm.id", &c->id, sizeof c->id, err, errlen);
   }
-  int rc = baton__store_get(c->store, "comm.id", &c->id, sizeof c->id, &len,
-                            c->params.timeout_s, err, errlen);
+  int rc = baton__store_get(c->store, "comm.id", &c->id, sizeof c->id, &len, c->params.timeout_s,
+                            err, errlen);
   if (rc == 0 && len != sizeof c->id) {
     snprintf(err, errlen, "rank 0 published a malformed communicator id");
     rc = BATON_EPROTO;
@@ -377,8 +380,8 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
   if (nlocal > 1) {
     char key[32];
     snprintf(key, sizeof key, "shm.%d", c->group[c->rank]);
-    rc = baton__shm_setup(c->store, key, c->rank, local, nlocal, next, prev, &c->params,
-                          &c->shm, err, errlen);
+    rc = baton__shm_setup(c->store, key, c->rank, local, nlocal, next, prev, &c->params, &c->shm,
+                          err, errlen);
   }
   free(local);
   if (rc)
@@ -401,7 +404,8 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
   /* The ring's segment, the same on every rank: a segment is forwarded
    * from one edge to the next, so it fits the smallest slot of any edge of
    * the whole ring, shared memory or TCP. */
-  size_t shm_slot = c->params.segment_bytes / 64 * 64, tcp_slot = c->params.tcp_segment_bytes / 64 * 64;
+  size_t shm_slot = c->params.segment_bytes / 64 * 64,
+         tcp_slot = c->params.tcp_segment_bytes / 64 * 64;
   c->slot_bytes = 0;
   for (int i = 0; i < n; i++) {
     int a = c->order[i], b = c->order[(i + 1) % n];
@@ -419,9 +423,17 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
     free(remote);
     return rc;
   }
-  baton__tcp_args_t a = {.rank = c->rank, .size = n, .comm_id = c->id, .sig = &c->sig,
-                         .to = remote, .from = remote, .nto = nremote, .nfrom = nremote,
-                         .local_ip = ip, .hosts = c->hosts, .secret = &c->secret};
+  baton__tcp_args_t a = {.rank = c->rank,
+                         .size = n,
+                         .comm_id = c->id,
+                         .sig = &c->sig,
+                         .to = remote,
+                         .from = remote,
+                         .nto = nremote,
+                         .nfrom = nremote,
+                         .local_ip = ip,
+                         .hosts = c->hosts,
+                         .secret = &c->secret};
   rc = baton__tcp_setup(c->store, &a, &c->params, &c->tcp, err, errlen);
   for (int i = 0; rc == 0 && i < nremote; i++) {
     c->to[remote[i]] = baton__tcp_send_conn(c->tcp, remote[i]);
@@ -436,10 +448,9 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
  * slower rank still sets up. Collective number 0 is this barrier. */
 static int init_barrier(baton_comm_t *c, char *err, size_t errlen) {
   c->sig = (baton__sig_t){.seq = 0, .root = -1, .coll = BATON__COLL_BARRIER};
-  int rc = c->one_host && c->shm
-               ? baton__shm_arrive(c->shm, ++c->shm_calls, &c->sig, c->params.timeout_s, err,
-                                   errlen)
-               : baton__ring_barrier(c);
+  int rc = c->one_host && c->shm ? baton__shm_arrive(c->shm, ++c->shm_calls, &c->sig,
+                                                     c->params.timeout_s, err, errlen)
+                                 : baton__ring_barrier(c);
   if (rc && !c->one_host)
     snprintf(err, errlen, "the end-of-init barrier failed: %.440s", c->last_error);
   return rc;
@@ -458,7 +469,11 @@ static void log_ready(const baton_comm_t *c) {
   if (c->size > 1 && off < sizeof ring - 16)
     snprintf(ring + off, sizeof ring - off, "%d", c->order[0]);
   baton__log_info(INIT, "rank %d of %d ready: transport %s, segment %zu bytes, ring %s", c->rank,
-             c->size, c->tcp && c->shm ? "shm+tcp" : c->tcp ? "tcp" : "shm", c->slot_bytes, ring);
+                  c->size,
+                  c->tcp && c->shm ? "shm+tcp"
+                  : c->tcp         ? "tcp"
+                                   : "shm",
+                  c->slot_bytes, ring);
 }
 
 /* ------------------------------------------------------------ unique id */
@@ -499,8 +514,8 @@ int baton_get_unique_id(baton_unique_id_t *id) {
   if ((rc = baton__params_load(&p, err, errlen)) != 0)
     return rc;
   if (p.addr[0]) {
-    if ((rc = baton__parse_hostport(p.addr, "BATON_ADDR", host, sizeof host, &port, err,
-                                    errlen)) != 0)
+    if ((rc = baton__parse_hostport(p.addr, "BATON_ADDR", host, sizeof host, &port, err, errlen)) !=
+        0)
       return rc;
   } else if (baton__pick_local_ip(p.socket_ifname, "", ip, sizeof ip, err, errlen) != 0) {
     if (p.socket_ifname[0])
@@ -566,15 +581,17 @@ static baton__store_server_t *adopt_server(const char *nonce) {
  * else the nonce of the unique id, which only the processes it was handed
  * to know. With neither, rank 0 (which serves the store) says once per
  * process that anyone may connect. */
-static int load_secret(baton_comm_t *c, const given_t *given, const char *host, int port,
-                       char *err, size_t errlen) {
+static int load_secret(baton_comm_t *c, const given_t *given, const char *host, int port, char *err,
+                       size_t errlen) {
   static int warned;
   const char *text = c->params.secret[0] || !given ? c->params.secret : given->nonce;
   int rc = baton__secret_set(&c->secret, text, err, errlen);
   if (rc == BATON_OK && c->secret.len == 0 && c->rank == 0 && !warned) {
     warned = 1;
-    baton__log_warn(INIT, "BATON_SECRET is not set: the store at %s:%d accepts any process that "
-               "connects; baton-run sets a secret for each job", host, port);
+    baton__log_warn(INIT,
+                    "BATON_SECRET is not set: the store at %s:%d accepts any process that "
+                    "connects; baton-run sets a secret for each job",
+                    host, port);
   }
   return rc;
 }
@@ -613,8 +630,8 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
       (rc = alloc_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
       (rc = share_id(c, err, errlen)) != 0)
     goto fail;
-  if (c->params.trace[0] && (rc = baton__trace_open(&c->trace, c->params.trace, c->rank,
-                                                    c->size, 2 * c->size, err, errlen)) != 0)
+  if (c->params.trace[0] && (rc = baton__trace_open(&c->trace, c->params.trace, c->rank, c->size,
+                                                    2 * c->size, err, errlen)) != 0)
     goto fail;
   choose_ring(c);
   c->watch = (baton__watch_t){comm_check, c};
@@ -656,8 +673,10 @@ int baton_comm_init(baton_comm_t **comm) { return init_comm(comm, NULL, NULL); }
 int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t *id, int rank) {
   char addr[128], nonce[33];
   if (!id || parse_id(id, addr, sizeof addr, nonce) != 0) {
-    snprintf(init_error, sizeof init_error, "baton_comm_init_rank: %s", id ? "the id was not "
-             "made by baton_get_unique_id (or was damaged on the way)" : "id is NULL");
+    snprintf(init_error, sizeof init_error, "baton_comm_init_rank: %s",
+             id ? "the id was not "
+                  "made by baton_get_unique_id (or was damaged on the way)"
+                : "id is NULL");
     if (comm)
       *comm = NULL;
     return BATON_EINVAL;

@@ -14,34 +14,34 @@ struct baton_comm {
   baton__secret_t secret;        /* BATON_SECRET; every connection proves it */
   baton__store_server_t *server; /* rank 0 only */
   baton__store_t *store;
-  uint64_t id;                   /* random, the same on every rank */
-  char (*hosts)[64];             /* host name of every rank, for people */
-  int *group;                    /* per rank: lowest rank sharing its memory */
-  int one_host;                  /* every rank shares this rank's memory */
-  baton__shm_t *shm;             /* NULL when no other rank shares memory */
-  baton__tcp_t *tcp;             /* NULL when every neighbour is local */
-  baton__conn_t **to, **from;    /* per peer rank, NULL when not connected */
-  size_t slot_bytes;             /* segment size: the smallest slot of any connection */
-  unsigned char *scratch;        /* 2 * size bytes for the barrier */
-  int *order;                    /* the ring: ranks in ring order */
-  int *host;                     /* per rank: its host's index along the ring */
+  uint64_t id;                /* random, the same on every rank */
+  char (*hosts)[64];          /* host name of every rank, for people */
+  int *group;                 /* per rank: lowest rank sharing its memory */
+  int one_host;               /* every rank shares this rank's memory */
+  baton__shm_t *shm;          /* NULL when no other rank shares memory */
+  baton__tcp_t *tcp;          /* NULL when every neighbour is local */
+  baton__conn_t **to, **from; /* per peer rank, NULL when not connected */
+  size_t slot_bytes;          /* segment size: the smallest slot of any connection */
+  unsigned char *scratch;     /* 2 * size bytes for the barrier */
+  int *order;                 /* the ring: ranks in ring order */
+  int *host;                  /* per rank: its host's index along the ring */
   int nhosts;
-  baton__sched_t sched;          /* reused by every collective */
+  baton__sched_t sched;                           /* reused by every collective */
   const baton__algo_t *forced[BATON__COLL_COUNT]; /* BATON_ALGO, NULL: choose */
-  struct baton__select_state *select; /* link costs and cached decisions (select.c) */
-  size_t *in_off, *out_off, *len; /* per-chunk layout, reused */
-  size_t *work_off;              /* per chunk: where in `work` it lives without an output */
-  char *work;                    /* scratch memory, grown on demand (baton__work_reserve) */
+  struct baton__select_state *select;             /* link costs and cached decisions (select.c) */
+  size_t *in_off, *out_off, *len;                 /* per-chunk layout, reused */
+  size_t *work_off; /* per chunk: where in `work` it lives without an output */
+  char *work;       /* scratch memory, grown on demand (baton__work_reserve) */
   size_t work_bytes;
-  size_t stream_slot_bytes;      /* segment of messages of several chunks (exec.c) */
-  uint64_t seq;                  /* collectives started so far */
-  baton__sig_t sig;              /* the current call, as peers must see it */
-  baton__watch_t watch;          /* what every wait checks (comm.c) */
-  _Atomic int abort_requested;   /* baton_comm_abort was called */
-  int fatal_rc;                  /* the failure that broke this communicator */
+  size_t stream_slot_bytes;    /* segment of messages of several chunks (exec.c) */
+  uint64_t seq;                /* collectives started so far */
+  baton__sig_t sig;            /* the current call, as peers must see it */
+  baton__watch_t watch;        /* what every wait checks (comm.c) */
+  _Atomic int abort_requested; /* baton_comm_abort was called */
+  int fatal_rc;                /* the failure that broke this communicator */
   char fatal_msg[BATON__ERRLEN];
-  uint32_t shm_calls;            /* shared-memory rendezvous so far */
-  baton__trace_t *trace;         /* BATON_TRACE; NULL when unset */
+  uint32_t shm_calls;    /* shared-memory rendezvous so far */
+  baton__trace_t *trace; /* BATON_TRACE; NULL when unset */
   char last_error[BATON__ERRLEN];
 };
 
@@ -86,8 +86,7 @@ int baton__work_reserve(baton_comm_t *comm, size_t bytes);
 
 /* BATON_ALGO: fills forced[coll] for each collective it names (NULL for the
  * others); BATON_EUSAGE naming an unknown algorithm or collective. */
-int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err,
-                      size_t errlen);
+int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err, size_t errlen);
 /* The algorithm for this call (select.c): BATON_ALGO's where it can serve
  * the call, else the cost model's choice. Logs why at INFO. */
 const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
@@ -99,8 +98,7 @@ void baton__select_free(baton_comm_t *comm);
 
 /* The flat algorithm (coll/flat.c): whether it can serve this call, and the
  * call itself. count is the per-rank count of the public call. */
-int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count,
-                     size_t elsize);
+int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count, size_t elsize);
 int baton__flat_run(baton_comm_t *comm, baton__coll_t coll, size_t count,
                     const baton__exec_args_t *a);
 

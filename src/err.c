@@ -5,8 +5,8 @@ const char *baton_strerror(int rc) {
   switch (rc) {
   case BATON_OK:
     return "success";
-#define XX(name, value, msg)                                                   \
-  case BATON_##name:                                                           \
+#define XX(name, value, msg)                                                                       \
+  case BATON_##name:                                                                               \
     return msg;
     BATON_ERRNO_MAP(XX)
 #undef XX
@@ -19,8 +19,8 @@ const char *baton_err_name(int rc) {
   switch (rc) {
   case BATON_OK:
     return "BATON_OK";
-#define XX(name, value, msg)                                                   \
-  case BATON_##name:                                                           \
+#define XX(name, value, msg)                                                                       \
+  case BATON_##name:                                                                               \
     return "BATON_" #name;
     BATON_ERRNO_MAP(XX)
 #undef XX

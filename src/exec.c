@@ -37,8 +37,8 @@ typedef struct {
   size_t seg;   /* elements per segment */
   size_t piece; /* elements per chunk per round */
   size_t round_start;
-  int stream;   /* write the output with non-temporal stores */
-  int ring;     /* the ring's paths: one chunk a message, forwarding */
+  int stream; /* write the output with non-temporal stores */
+  int ring;   /* the ring's paths: one chunk a message, forwarding */
   const baton__step_t *step;
 } run_t;
 
@@ -81,9 +81,8 @@ static size_t piece_len(const run_t *r, int chunk) {
 static int step_fail(run_t *r, int rc, baton__conn_t *c) {
   const baton__step_t *st = r->step;
   return baton__fail(r->comm, rc, "%s #%llu (%s, %s step %d): %s",
-                     baton__coll_name(r->comm->sched.coll),
-                     (unsigned long long)r->comm->seq, r->comm->sched.algo,
-                     baton__phase_name(st->phase), st->step, c->why);
+                     baton__coll_name(r->comm->sched.coll), (unsigned long long)r->comm->seq,
+                     r->comm->sched.algo, baton__phase_name(st->phase), st->step, c->why);
 }
 
 /* WORK of a chunk (schedule.h): the output, or scratch where there is none. */
@@ -127,16 +126,18 @@ static int send_local(run_t *r, const baton__step_t *st) {
   return 0;
 }
 
-static int recv_segment(run_t *r, const baton__step_t *st, baton__conn_t *in,
-                        baton__conn_t *fwd, size_t off, size_t m) {
+static int recv_segment(run_t *r, const baton__step_t *st, baton__conn_t *in, baton__conn_t *fwd,
+                        size_t off, size_t m) {
   const void *slot;
   size_t bytes, es = r->a->elsize;
   int rc = in->ops->recv_acquire(in, &slot, &bytes);
   if (rc)
     return step_fail(r, rc, in);
   if (bytes != m * es) {
-    snprintf(in->why, sizeof in->why, "rank %d sent %zu bytes where %zu were expected: do all "
-             "ranks call this collective with the same count and dtype?", in->peer, bytes, m * es);
+    snprintf(in->why, sizeof in->why,
+             "rank %d sent %zu bytes where %zu were expected: do all "
+             "ranks call this collective with the same count and dtype?",
+             in->peer, bytes, m * es);
     return step_fail(r, BATON_EPROTO, in);
   }
   /* A segment that is both kept and forwarded is written once, into the
@@ -261,7 +262,8 @@ static int recv_stream(run_t *r, const baton__step_t *st) {
     if (rc)
       return step_fail(r, rc, in);
     if (bytes == 0 || bytes > total - got || bytes % es) {
-      snprintf(in->why, sizeof in->why, "rank %d sent a segment of %zu bytes where at most %zu "
+      snprintf(in->why, sizeof in->why,
+               "rank %d sent a segment of %zu bytes where at most %zu "
                "were left: do all ranks call this collective with the same arguments?",
                in->peer, bytes, total - got);
       return step_fail(r, BATON_EPROTO, in);
@@ -277,8 +279,8 @@ static int recv_stream(run_t *r, const baton__step_t *st) {
       char *dst = out_ptr(r, ch, at / es);
       const char *src = (const char *)slot + used;
       if (st->recv_op == BATON__RECV_REDUCE)
-        r->reduce(dst, src,
-                  st->recv_with == BATON__FROM_INPUT ? in_ptr(r, ch, at / es) : dst, m / es);
+        r->reduce(dst, src, st->recv_with == BATON__FROM_INPUT ? in_ptr(r, ch, at / es) : dst,
+                  m / es);
       else
         copy_out(r, dst, src, m);
       if (r->a->op == BATON_AVG && st->finish)
@@ -293,8 +295,7 @@ static int recv_stream(run_t *r, const baton__step_t *st) {
 
 /* The bytes [*lo, *hi) that the current pieces of chunks [first, first + n)
  * span, in INPUT or WORK; empty (lo == hi) when they hold nothing. */
-static void run_span(const run_t *r, int first, int n, int input, uintptr_t *lo,
-                     uintptr_t *hi) {
+static void run_span(const run_t *r, int first, int n, int input, uintptr_t *lo, uintptr_t *hi) {
   *lo = UINTPTR_MAX, *hi = 0;
   for (int i = 0; i < n; i++) {
     int c = chunk_at(r, first, i);
@@ -352,8 +353,8 @@ static int run_round(run_t *r) {
 }
 
 int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
-  run_t r = {.comm = comm, .a = a, .scratch = comm->work,
-             .reduce = baton__reduce_get(a->dtype, a->op)};
+  run_t r = {
+      .comm = comm, .a = a, .scratch = comm->work, .reduce = baton__reduce_get(a->dtype, a->op)};
   int window = comm->params.shm_slots / 2; /* segments a message may hold */
   r.ring = strcmp(comm->sched.algo, "ring") == 0;
   if (r.ring) {
@@ -374,8 +375,8 @@ int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
     maxlen = comm->len[c] > maxlen ? comm->len[c] : maxlen;
   /* In place, the output lines were just read and are still cached: plain
    * stores win there (measured: 7.3 against 6.7 GB/s at 128 MiB, N=2). */
-  r.stream = a->out != a->in &&
-             maxlen * a->elsize * (size_t)comm->size >= comm->params.stream_bytes;
+  r.stream =
+      a->out != a->in && maxlen * a->elsize * (size_t)comm->size >= comm->params.stream_bytes;
   int rc = 0;
   for (r.round_start = 0; r.round_start < maxlen && rc == 0; r.round_start += r.piece)
     rc = run_round(&r);
@@ -403,8 +404,9 @@ size_t baton__sched_work_bytes(const baton_comm_t *comm, size_t elsize) {
      * a send fed by the previous step's forward touches nothing. */
     int fed = i > 0 && s->steps[i - 1].forward;
     int runs[2][2] = {{st->recv_chunk, st->recv_peer >= 0 && st->keep ? st->recv_n : 0},
-                      {st->send_chunk, !fed && (st->send_from == BATON__FROM_WORK ||
-                                                st->send_keep) ? st->send_n : 0}};
+                      {st->send_chunk, !fed && (st->send_from == BATON__FROM_WORK || st->send_keep)
+                                           ? st->send_n
+                                           : 0}};
     for (int k = 0; k < 2; k++)
       for (int j = 0; j < runs[k][1]; j++) {
         int c = (runs[k][0] + j) % comm->size;
@@ -427,8 +429,8 @@ int baton__work_reserve(baton_comm_t *comm, size_t bytes) {
   while (want < bytes)
     want *= 2;
   want = want > comm->params.scratch_bytes ? bytes : want;
-  void *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                 -1, 0);
+  void *p =
+      mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED)
     return BATON_ENOMEM;
   if (comm->work)
@@ -439,17 +441,17 @@ int baton__work_reserve(baton_comm_t *comm, size_t bytes) {
 }
 
 const char *baton__coll_name(baton__coll_t coll) {
-  static const char *const names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
-                                      "reduce",    "alltoall",       "gather",    "scatter",
+  static const char *const names[] = {"allreduce",  "reduce_scatter",  "allgather", "broadcast",
+                                      "reduce",     "alltoall",        "gather",    "scatter",
                                       "allgatherv", "reduce_scatterv", "barrier"};
   _Static_assert(sizeof names / sizeof names[0] == BATON__COLL_COUNT, "a name per collective");
   return coll < BATON__COLL_COUNT ? names[coll] : "?";
 }
 
 const char *baton__phase_name(baton__phase_t phase) {
-  static const char *const names[] = {"fold",     "reduce_scatter", "reduce",    "gather",
-                                      "exchange", "allgather",      "scatter",   "broadcast",
-                                      "unfold",   "flat"};
+  static const char *const names[] = {
+      "fold",      "reduce_scatter", "reduce",    "gather", "exchange",
+      "allgather", "scatter",        "broadcast", "unfold", "flat"};
   _Static_assert(sizeof names / sizeof names[0] == BATON__PHASE_COUNT, "a name per phase");
   return (unsigned)phase < BATON__PHASE_COUNT ? names[phase] : "?";
 }

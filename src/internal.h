@@ -41,10 +41,10 @@ void baton__log_emit(int level, unsigned subsys, const char *fmt, ...)
 
 /* Checked before the arguments are evaluated, so a disabled line costs one
  * compare. */
-#define baton__log(level, subsys, ...)                                          \
-  do {                                                                         \
-    if (baton__log_level >= (level) && (baton__log_subsys & (subsys)))         \
-      baton__log_emit((level), (subsys), __VA_ARGS__);                         \
+#define baton__log(level, subsys, ...)                                                             \
+  do {                                                                                             \
+    if (baton__log_level >= (level) && (baton__log_subsys & (subsys)))                             \
+      baton__log_emit((level), (subsys), __VA_ARGS__);                                             \
   } while (0)
 #define baton__log_warn(sub, ...) baton__log(BATON__LOG_WARN, BATON__SUB_##sub, __VA_ARGS__)
 #define baton__log_info(sub, ...) baton__log(BATON__LOG_INFO, BATON__SUB_##sub, __VA_ARGS__)
@@ -54,34 +54,34 @@ void baton__log_emit(int level, unsigned subsys, const char *fmt, ...)
 
 /* Every knob is one row of the table in param.c and one field here. */
 typedef struct {
-  int rank;                /* BATON_RANK, -1 when unset */
-  int size;                /* BATON_SIZE, -1 when unset */
-  char addr[256];          /* BATON_ADDR, "" when unset */
-  double timeout_s;        /* BATON_TIMEOUT */
-  int debug;               /* BATON_DEBUG */
-  unsigned debug_subsys;   /* BATON_DEBUG_SUBSYS */
-  size_t segment_bytes;    /* BATON_SEGMENT_BYTES */
-  int shm_slots;           /* BATON_SHM_SLOTS */
-  int spin_us;             /* BATON_SPIN_US */
-  int tcp_spin_us;         /* BATON_TCP_SPIN_US */
-  size_t stream_bytes;     /* BATON_STREAM_BYTES */
-  size_t flat_bytes;       /* BATON_FLAT_BYTES */
-  char transport[256];     /* BATON_TRANSPORT: "auto" or "tcp" */
-  char hostid[256];        /* BATON_HOSTID, "" when unset */
-  char socket_ifname[256]; /* BATON_SOCKET_IFNAME, "" when unset */
-  int nsocks;              /* BATON_NSOCKS */
-  size_t tcp_segment_bytes; /* BATON_TCP_SEGMENT_BYTES */
+  int rank;                  /* BATON_RANK, -1 when unset */
+  int size;                  /* BATON_SIZE, -1 when unset */
+  char addr[256];            /* BATON_ADDR, "" when unset */
+  double timeout_s;          /* BATON_TIMEOUT */
+  int debug;                 /* BATON_DEBUG */
+  unsigned debug_subsys;     /* BATON_DEBUG_SUBSYS */
+  size_t segment_bytes;      /* BATON_SEGMENT_BYTES */
+  int shm_slots;             /* BATON_SHM_SLOTS */
+  int spin_us;               /* BATON_SPIN_US */
+  int tcp_spin_us;           /* BATON_TCP_SPIN_US */
+  size_t stream_bytes;       /* BATON_STREAM_BYTES */
+  size_t flat_bytes;         /* BATON_FLAT_BYTES */
+  char transport[256];       /* BATON_TRANSPORT: "auto" or "tcp" */
+  char hostid[256];          /* BATON_HOSTID, "" when unset */
+  char socket_ifname[256];   /* BATON_SOCKET_IFNAME, "" when unset */
+  int nsocks;                /* BATON_NSOCKS */
+  size_t tcp_segment_bytes;  /* BATON_TCP_SEGMENT_BYTES */
   size_t pair_segment_bytes; /* BATON_PAIR_SEGMENT_BYTES */
-  size_t scratch_bytes;    /* BATON_SCRATCH_BYTES */
-  char algo[256];          /* BATON_ALGO */
-  char tune_file[256];     /* BATON_TUNE_FILE */
-  char secret[256];        /* BATON_SECRET, "" when unset */
-  char trace[256];         /* BATON_TRACE, "" when unset */
+  size_t scratch_bytes;      /* BATON_SCRATCH_BYTES */
+  char algo[256];            /* BATON_ALGO */
+  char tune_file[256];       /* BATON_TUNE_FILE */
+  char secret[256];          /* BATON_SECRET, "" when unset */
+  char trace[256];           /* BATON_TRACE, "" when unset */
   /* Not knobs: filled by baton__launch_env (launch_env.c). */
-  char launcher[96];       /* where rank and size came from, e.g. "torchrun (RANK, WORLD_SIZE)" */
-  char addr_from[80];      /* where addr came from, e.g. "MASTER_ADDR:MASTER_PORT" */
-  int local_rank;          /* rank on this host; -1: the launcher did not say */
-  int local_size;          /* ranks on this host; -1: the launcher did not say */
+  char launcher[96];  /* where rank and size came from, e.g. "torchrun (RANK, WORLD_SIZE)" */
+  char addr_from[80]; /* where addr came from, e.g. "MASTER_ADDR:MASTER_PORT" */
+  int local_rank;     /* rank on this host; -1: the launcher did not say */
+  int local_size;     /* ranks on this host; -1: the launcher did not say */
 } baton__params_t;
 
 /* Parses every knob from the environment. On a bad value returns
@@ -101,8 +101,7 @@ int baton__launch_env(baton__params_t *p, char *err, size_t errlen);
 
 /* dst[i] = a[i] op b[i] for i < n; dst may alias a or b. For BATON_AVG this
  * is the sum; baton__reduce_div() finishes the average. */
-typedef void (*baton__reduce_fn)(void *dst, const void *a, const void *b,
-                                 size_t n);
+typedef void (*baton__reduce_fn)(void *dst, const void *a, const void *b, size_t n);
 baton__reduce_fn baton__reduce_get(baton_dtype_t dtype, baton_op_t op);
 /* buf[i] = buf[i] / divisor: floats divide (rounding once to the type),
  * integers truncate toward zero. */
@@ -110,9 +109,9 @@ void baton__reduce_div(void *buf, size_t n, baton_dtype_t dtype, int divisor);
 
 /* Conversions used by the kernels and by the tests' reference. */
 float baton__half_to_float(uint16_t h);
-uint16_t baton__float_to_half(float f);     /* round to nearest even */
+uint16_t baton__float_to_half(float f); /* round to nearest even */
 float baton__bf16_to_float(uint16_t h);
-uint16_t baton__float_to_bf16(float f);     /* round to nearest even */
+uint16_t baton__float_to_bf16(float f); /* round to nearest even */
 
 /* ---------------------------------------------------------------- store.c */
 
@@ -124,9 +123,8 @@ typedef struct baton__store baton__store_t;
 /* Listens on host:port only (host "0.0.0.0" means every interface) and
  * serves from a thread. With a secret (len > 0) a client must pass the
  * handshake of auth.h within timeout_s before any request is read. */
-int baton__store_serve(const char *host, int port, const baton__secret_t *secret,
-                       double timeout_s, baton__store_server_t **out, char *err,
-                       size_t errlen);
+int baton__store_serve(const char *host, int port, const baton__secret_t *secret, double timeout_s,
+                       baton__store_server_t **out, char *err, size_t errlen);
 void baton__store_stop(baton__store_server_t *srv);
 /* The port it listens on (useful after asking for port 0). */
 int baton__store_port(const baton__store_server_t *srv);
@@ -136,19 +134,18 @@ int baton__store_port(const baton__store_server_t *srv);
 int baton__store_connect(const char *host, int port, double timeout_s,
                          const baton__secret_t *secret, baton__store_t **out, char *err,
                          size_t errlen);
-int baton__store_set(baton__store_t *st, const char *key, const void *val,
-                     size_t len, char *err, size_t errlen);
+int baton__store_set(baton__store_t *st, const char *key, const void *val, size_t len, char *err,
+                     size_t errlen);
 /* Waits until key exists (or timeout_s passes) and copies its value into
  * val (at most cap bytes); *len gets the stored length. */
-int baton__store_get(baton__store_t *st, const char *key, void *val,
-                     size_t cap, size_t *len, double timeout_s, char *err,
-                     size_t errlen);
+int baton__store_get(baton__store_t *st, const char *key, void *val, size_t cap, size_t *len,
+                     double timeout_s, char *err, size_t errlen);
 void baton__store_close(baton__store_t *st);
 
 /* Splits "host:port" (host may be [v6]); BATON_EUSAGE naming `what` when
  * malformed. */
-int baton__parse_hostport(const char *s, const char *what, char *host,
-                          size_t hostcap, int *port, char *err, size_t errlen);
+int baton__parse_hostport(const char *s, const char *what, char *host, size_t hostcap, int *port,
+                          char *err, size_t errlen);
 
 /* ----------------------------------------------------------------- util */
 

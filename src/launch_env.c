@@ -25,14 +25,13 @@
 #include "internal.h"
 
 typedef struct {
-  const char *name;                       /* for people */
-  const char *rank, *size;                /* variables; both needed */
-  const char *local_rank, *local_size;    /* variables; NULL: not set */
+  const char *name;                    /* for people */
+  const char *rank, *size;             /* variables; both needed */
+  const char *local_rank, *local_size; /* variables; NULL: not set */
 } launcher_t;
 
 static const launcher_t launchers[] = {
-    {"BATON_*", "BATON_RANK", "BATON_SIZE", "BATON_LOCAL_RANK",
-     "BATON_LOCAL_SIZE"},
+    {"BATON_*", "BATON_RANK", "BATON_SIZE", "BATON_LOCAL_RANK", "BATON_LOCAL_SIZE"},
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
     {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE"},
@@ -54,8 +53,8 @@ static int env_int(const char *name, const char *from, long min, long max, int *
   errno = 0;
   long v = strtol(s, &end, 10);
   if (errno || end == s || *end || v < min || v > max) {
-    snprintf(err, errlen, "%s=\"%s\" (from %s) is not an integer in %ld..%ld", name, s,
-             from, min, max);
+    snprintf(err, errlen, "%s=\"%s\" (from %s) is not an integer in %ld..%ld", name, s, from, min,
+             max);
     return BATON_EUSAGE;
   }
   *out = (int)v;
@@ -77,12 +76,12 @@ static int read_rank_size(baton__params_t *p, const launcher_t *src, char *err, 
   int baton_rank = getenv(baton->rank) != NULL, baton_size = getenv(baton->size) != NULL;
   int rc = BATON_OK;
   if (!src || (baton_rank && baton_size)) {
-    snprintf(p->launcher, sizeof p->launcher, "%s%s%s", baton->name,
-             src ? ", over " : "", src ? src->name : "");
+    snprintf(p->launcher, sizeof p->launcher, "%s%s%s", baton->name, src ? ", over " : "",
+             src ? src->name : "");
   } else {
     if (!baton_size && !getenv(src->size)) {
-      snprintf(err, errlen, "%s is set (%s) but %s is not: set it, or BATON_SIZE",
-               src->rank, src->name, src->size);
+      snprintf(err, errlen, "%s is set (%s) but %s is not: set it, or BATON_SIZE", src->rank,
+               src->name, src->size);
       return BATON_EUSAGE;
     }
     if (!baton_rank)
@@ -131,7 +130,8 @@ static int read_addr(baton__params_t *p, const launcher_t *src, char *err, size_
   if (!host) {
     if (!src)
       return BATON_OK; /* the caller says BATON_ADDR is missing */
-    snprintf(err, errlen, "rank and size come from %s, but there is no rendezvous address: "
+    snprintf(err, errlen,
+             "rank and size come from %s, but there is no rendezvous address: "
              "set BATON_ADDR=HOST:PORT (HOST: an address of the machine where rank 0 runs; "
              "with mpirun pass it with -x BATON_ADDR), or MASTER_ADDR and MASTER_PORT; an MPI "
              "program can call baton_comm_init_mpi() from baton_mpi.h instead",
@@ -139,15 +139,18 @@ static int read_addr(baton__params_t *p, const launcher_t *src, char *err, size_
     return BATON_EUSAGE;
   }
   if (!getenv("MASTER_PORT")) {
-    snprintf(err, errlen, "MASTER_ADDR=\"%s\" is set but MASTER_PORT is not: set both, or "
-             "BATON_ADDR=HOST:PORT", host);
+    snprintf(err, errlen,
+             "MASTER_ADDR=\"%s\" is set but MASTER_PORT is not: set both, or "
+             "BATON_ADDR=HOST:PORT",
+             host);
     return BATON_EUSAGE;
   }
   if ((rc = env_int("MASTER_PORT", "the environment", 1, 65535, &port, err, errlen)))
     return rc;
   int agent_store = agent && strcmp(agent, "True") == 0;
   if (agent_store && ++port > 65535) {
-    snprintf(err, errlen, "MASTER_PORT=65535: torchrun's store has it and there is no port "
+    snprintf(err, errlen,
+             "MASTER_PORT=65535: torchrun's store has it and there is no port "
              "above it for baton's; set BATON_ADDR=HOST:PORT");
     return BATON_EUSAGE;
   }
@@ -157,9 +160,9 @@ static int read_addr(baton__params_t *p, const launcher_t *src, char *err, size_
     p->addr[0] = '\0';
     return BATON_EUSAGE;
   }
-  snprintf(p->addr_from, sizeof p->addr_from, "%s", agent_store
-           ? "MASTER_ADDR, MASTER_PORT+1 (torchrun's store has MASTER_PORT)"
-           : "MASTER_ADDR:MASTER_PORT");
+  snprintf(p->addr_from, sizeof p->addr_from, "%s",
+           agent_store ? "MASTER_ADDR, MASTER_PORT+1 (torchrun's store has MASTER_PORT)"
+                       : "MASTER_ADDR:MASTER_PORT");
   return BATON_OK;
 }
 
@@ -173,7 +176,8 @@ int baton__launch_env(baton__params_t *p, char *err, size_t errlen) {
   if ((rc = read_local(p, src, err, errlen)) || (rc = read_addr(p, src, err, errlen)))
     return rc;
   if (p->rank < 0 || p->size < 0) {
-    snprintf(err, errlen, "%s is not set: start the program with baton-run, torchrun, mpirun "
+    snprintf(err, errlen,
+             "%s is not set: start the program with baton-run, torchrun, mpirun "
              "or srun, or set BATON_RANK, BATON_SIZE and BATON_ADDR",
              p->rank < 0 ? "BATON_RANK" : "BATON_SIZE");
     return BATON_EUSAGE;
@@ -185,6 +189,6 @@ int baton__launch_env(baton__params_t *p, char *err, size_t errlen) {
     snprintf(local, sizeof local, " (%d on this host)", p->local_rank);
   baton__log_rank = p->rank;
   baton__log_info(ENV, "rank %d of %d%s from %s; rendezvous at %s from %s", p->rank, p->size, local,
-             p->launcher, p->addr, p->addr_from);
+                  p->launcher, p->addr, p->addr_from);
   return BATON_OK;
 }

@@ -33,9 +33,8 @@ void baton__log_emit(int level, unsigned subsys, const char *fmt, ...) {
   if (!host[0] && gethostname(host, sizeof host - 1) != 0)
     strcpy(host, "?");
   char line[2048];
-  int n = snprintf(line, sizeof line, "%s:%d [%d] baton %s %s ", host,
-                   (int)getpid(), baton__log_rank, level_name(level),
-                   subsys_name(subsys));
+  int n = snprintf(line, sizeof line, "%s:%d [%d] baton %s %s ", host, (int)getpid(),
+                   baton__log_rank, level_name(level), subsys_name(subsys));
   if (n < 0 || (size_t)n >= sizeof line)
     return;
   va_list ap;
@@ -44,9 +43,8 @@ void baton__log_emit(int level, unsigned subsys, const char *fmt, ...) {
   va_end(ap);
   if (m < 0)
     return;
-  size_t len = (size_t)n + ((size_t)m < sizeof line - (size_t)n - 1
-                                ? (size_t)m
-                                : sizeof line - (size_t)n - 2);
+  size_t len = (size_t)n +
+               ((size_t)m < sizeof line - (size_t)n - 1 ? (size_t)m : sizeof line - (size_t)n - 2);
   line[len++] = '\n';
   ssize_t w = write(2, line, len);
   (void)w;

@@ -63,17 +63,17 @@ static double frac(int n) { return (double)(n - 1) / n; }
 #define A c->alpha
 #define B (k * c->beta)
 #define G (k * c->gamma)
-#define FN(name, expr)                                                         \
-  static double name(int n, double k, const baton__cost_t *c) {                \
-    (void)n, (void)k, (void)c;                                                 \
-    return (expr);                                                             \
+#define FN(name, expr)                                                                             \
+  static double name(int n, double k, const baton__cost_t *c) {                                    \
+    (void)n, (void)k, (void)c;                                                                     \
+    return (expr);                                                                                 \
   }
 
 /* allreduce */
 FN(ar_ring, 2 * (n - 1) * A + 2 * frac(n) * B + frac(n) * G)
 FN(ar_naive, 2 * A + (n - 1) * (2 * B + G)) /* all in to rank 0, reduced, all out again */
-FN(ar_rhd, 2 * log2p(n) * A + 2 * frac(pow2_below(n)) * B +
-               frac(pow2_below(n)) * G + fold(n, k, c, 2, 1))
+FN(ar_rhd,
+   2 * log2p(n) * A + 2 * frac(pow2_below(n)) * B + frac(pow2_below(n)) * G + fold(n, k, c, 2, 1))
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
 FN(ar_flat, A + 2 * B + (n - 1) * G)

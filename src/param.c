@@ -31,14 +31,12 @@ typedef struct {
 static const param_row_t rows[] = {
     {"BATON_RANK", P_INT, "-1", 0, 1 << 20, F(rank),
      "this process's rank in [0, BATON_SIZE); baton-run sets it"},
-    {"BATON_SIZE", P_INT, "-1", 1, 1 << 20, F(size),
-     "number of ranks; baton-run sets it"},
+    {"BATON_SIZE", P_INT, "-1", 1, 1 << 20, F(size), "number of ranks; baton-run sets it"},
     {"BATON_ADDR", P_STRING, "", 0, 0, F(addr),
      "host:port of the rendezvous store that rank 0 serves; baton-run sets it"},
     {"BATON_TIMEOUT", P_DOUBLE, "60", 0.001, 1e7, F(timeout_s),
      "seconds any wait for a peer may last before failing with BATON_ETIMEDOUT"},
-    {"BATON_DEBUG", P_LEVEL, "WARN", 0, 0, F(debug),
-     "log level: NONE, WARN, INFO or TRACE"},
+    {"BATON_DEBUG", P_LEVEL, "WARN", 0, 0, F(debug), "log level: NONE, WARN, INFO or TRACE"},
     {"BATON_DEBUG_SUBSYS", P_SUBSYS, "ALL", 0, 0, F(debug_subsys),
      "comma-separated subsystems to log: INIT,BOOT,COLL,SHM,NET,ENV or ALL"},
     {"BATON_SEGMENT_BYTES", P_BYTES, "256K", 64, 64 << 20, F(segment_bytes),
@@ -92,10 +90,23 @@ static int parse_bytes(const char *s, double *out) {
   if (errno || end == s)
     return -1;
   switch (*end) {
-  case 'k': case 'K': v *= 1024; end++; break;
-  case 'm': case 'M': v *= 1024 * 1024; end++; break;
-  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-  default: break;
+  case 'k':
+  case 'K':
+    v *= 1024;
+    end++;
+    break;
+  case 'm':
+  case 'M':
+    v *= 1024 * 1024;
+    end++;
+    break;
+  case 'g':
+  case 'G':
+    v *= 1024.0 * 1024 * 1024;
+    end++;
+    break;
+  default:
+    break;
   }
   if (*end == 'B' || *end == 'b')
     end++;
@@ -150,8 +161,7 @@ static int parse_number(const param_row_t *r, const char *s, double *v) {
 }
 
 /* Parses one row's value s into the field; -1 when malformed or out of range. */
-static int set_field(const param_row_t *r, const char *s, baton__params_t *p,
-                     int check_range) {
+static int set_field(const param_row_t *r, const char *s, baton__params_t *p, int check_range) {
   char *field = (char *)p + r->offset;
   double v;
   switch (r->type) {
@@ -202,9 +212,9 @@ int baton__params_load(baton__params_t *p, char *err, size_t errlen) {
     if (set_field(&rows[i], s, p, 1) != 0) {
       char range[64];
       describe_range(&rows[i], range, sizeof range);
-      snprintf(err, errlen, "%s=\"%s\" is not a valid %s (range %s): %s",
-               rows[i].name, rows[i].type == P_SECRET ? "(not shown)" : s,
-               type_names[rows[i].type], range, rows[i].desc);
+      snprintf(err, errlen, "%s=\"%s\" is not a valid %s (range %s): %s", rows[i].name,
+               rows[i].type == P_SECRET ? "(not shown)" : s, type_names[rows[i].type], range,
+               rows[i].desc);
       return BATON_EUSAGE;
     }
   }
@@ -226,8 +236,8 @@ const char *baton_params_describe(void) {
   if (text[0])
     return text;
   size_t off = 0;
-  off += (size_t)snprintf(text + off, sizeof text - off, "%-20s %-6s %-8s %-18s %s\n",
-                          "name", "type", "default", "range", "description");
+  off += (size_t)snprintf(text + off, sizeof text - off, "%-20s %-6s %-8s %-18s %s\n", "name",
+                          "type", "default", "range", "description");
   for (size_t i = 0; i < sizeof rows / sizeof rows[0] && off < sizeof text; i++) {
     char range[64];
     describe_range(&rows[i], range, sizeof range);

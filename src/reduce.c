@@ -46,8 +46,7 @@
 #include <immintrin.h>
 #define HAVE_X86 1
 #define TARGET_AVX2 __attribute__((target("avx2,f16c")))
-#define TARGET_AVX512                                                          \
-  __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512dq,avx512vl")))
+#define TARGET_AVX512 __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512dq,avx512vl")))
 #endif
 
 enum { TIER_BASE, TIER_AVX2, TIER_AVX512, TIER_COUNT };
@@ -143,8 +142,7 @@ static inline float half_to_float(uint16_t h) {
   uint32_t normal = (em << 13) + (UINT32_C(112) << 23); /* exponent 15 -> 127 */
   uint32_t special = 0x7f800000 | em << 13 | pick(em > 0x7c00, 0x400000, 0);
   uint32_t sub = f32_bits((float)(int32_t)em * 0x1p-24f); /* exact */
-  return f32_from(sign |
-                  pick(em >= 0x7c00, special, pick(em >= 0x400, normal, sub)));
+  return f32_from(sign | pick(em >= 0x7c00, special, pick(em >= 0x400, normal, sub)));
 }
 
 static inline uint16_t float_to_half(float f) {
@@ -162,13 +160,10 @@ static inline uint16_t float_to_half(float f) {
   float frac = v - (float)t;
   uint32_t sub = (uint32_t)t + ((frac > 0.5f) | ((frac == 0.5f) & t));
   return (uint16_t)(sign | pick(a > 0x7f800000, nan,
-                                pick(a >= 0x477ff000, 0x7c00,
-                                     pick(a >= 0x38800000, normal, sub))));
+                                pick(a >= 0x477ff000, 0x7c00, pick(a >= 0x38800000, normal, sub))));
 }
 
-static inline float bf16_to_float(uint16_t h) {
-  return f32_from((uint32_t)h << 16);
-}
+static inline float bf16_to_float(uint16_t h) { return f32_from((uint32_t)h << 16); }
 
 static inline uint16_t float_to_bf16(float f) {
   uint32_t u = f32_bits(f);
@@ -186,37 +181,37 @@ uint16_t baton__float_to_bf16(float f) { return float_to_bf16(f); }
 
 /* One kernel in one tier. x and y are loaded before the store, so dst may
  * be a or b. */
-#define KERNEL_IN(fn, attr, T, expr)                                           \
-  attr static void fn(void *dst, const void *pa, const void *pb, size_t n) {  \
-    T *d = dst;                                                                \
-    const T *a = pa, *b = pb;                                                  \
-    for (size_t i = 0; i < n; i++) {                                           \
-      T x = a[i], y = b[i];                                                    \
-      d[i] = (expr);                                                           \
-    }                                                                          \
+#define KERNEL_IN(fn, attr, T, expr)                                                               \
+  attr static void fn(void *dst, const void *pa, const void *pb, size_t n) {                       \
+    T *d = dst;                                                                                    \
+    const T *a = pa, *b = pb;                                                                      \
+    for (size_t i = 0; i < n; i++) {                                                               \
+      T x = a[i], y = b[i];                                                                        \
+      d[i] = (expr);                                                                               \
+    }                                                                                              \
   }
 
 /* One kernel in every tier: fn##_base, fn##_avx2, fn##_avx512. */
 #ifdef HAVE_X86
-#define KERNEL(fn, T, expr)                                                    \
-  KERNEL_IN(fn##_base, , T, expr)                                              \
-  KERNEL_IN(fn##_avx2, TARGET_AVX2, T, expr)                                   \
+#define KERNEL(fn, T, expr)                                                                        \
+  KERNEL_IN(fn##_base, , T, expr)                                                                  \
+  KERNEL_IN(fn##_avx2, TARGET_AVX2, T, expr)                                                       \
   KERNEL_IN(fn##_avx512, TARGET_AVX512, T, expr)
 #else
 #define KERNEL(fn, T, expr) KERNEL_IN(fn##_base, , T, expr)
 #endif
 
 /* U is the unsigned type of T's width, in which SUM and PROD wrap. */
-#define INT_KERNELS(name, T, U)                                                \
-  KERNEL(name##_sum, T, (T)((U)x + (U)y))                                      \
-  KERNEL(name##_prod, T, (T)((U)x * (U)y))                                     \
-  KERNEL(name##_min, T, x < y ? x : y)                                         \
+#define INT_KERNELS(name, T, U)                                                                    \
+  KERNEL(name##_sum, T, (T)((U)x + (U)y))                                                          \
+  KERNEL(name##_prod, T, (T)((U)x * (U)y))                                                         \
+  KERNEL(name##_min, T, x < y ? x : y)                                                             \
   KERNEL(name##_max, T, x > y ? x : y)
 
-#define FLOAT_KERNELS(name, T)                                                 \
-  KERNEL(name##_sum, T, x + y)                                                 \
-  KERNEL(name##_prod, T, x * y)                                                \
-  KERNEL(name##_min, T, min_##name(x, y))                                      \
+#define FLOAT_KERNELS(name, T)                                                                     \
+  KERNEL(name##_sum, T, x + y)                                                                     \
+  KERNEL(name##_prod, T, x *y)                                                                     \
+  KERNEL(name##_min, T, min_##name(x, y))                                                          \
   KERNEL(name##_max, T, max_##name(x, y))
 
 INT_KERNELS(i8, int8_t, uint8_t)
@@ -235,10 +230,8 @@ KERNEL(bf16_min, uint16_t, min_16(x, y, 0x7f80, 0x7fc0))
 KERNEL(bf16_max, uint16_t, max_16(x, y, 0x7f80, 0x7fc0))
 KERNEL(f16_min, uint16_t, min_16(x, y, 0x7c00, 0x7e00))
 KERNEL(f16_max, uint16_t, max_16(x, y, 0x7c00, 0x7e00))
-KERNEL_IN(f16_sum_base, , uint16_t,
-          float_to_half(half_to_float(x) + half_to_float(y)))
-KERNEL_IN(f16_prod_base, , uint16_t,
-          float_to_half(half_to_float(x) * half_to_float(y)))
+KERNEL_IN(f16_sum_base, , uint16_t, float_to_half(half_to_float(x) + half_to_float(y)))
+KERNEL_IN(f16_prod_base, , uint16_t, float_to_half(half_to_float(x) * half_to_float(y)))
 
 #ifdef HAVE_X86
 /* float16 SUM and PROD through F16C, W halves at a time (8 with AVX2, 16
@@ -258,22 +251,21 @@ TARGET_AVX512 static inline void narrow16(uint16_t *h, const float *f) {
   _mm256_storeu_si256((void *)h, _mm512_cvtps_ph(_mm512_loadu_ps(f), 0));
 }
 
-#define F16C_KERNEL(op, tier, attr, W)                                         \
-  attr static void f16_##op##_##tier(void *dst, const void *pa,               \
-                                     const void *pb, size_t n) {               \
-    uint16_t *d = dst;                                                         \
-    const uint16_t *a = pa, *b = pb;                                           \
-    size_t i = 0;                                                              \
-    for (; i + W <= n; i += W) {                                               \
-      float x[W], y[W];                                                        \
-      widen##W(x, a + i);                                                      \
-      widen##W(y, b + i);                                                      \
-      for (int j = 0; j < W; j++)                                              \
-        x[j] = op##_f32(x[j], y[j]);                                           \
-      narrow##W(d + i, x);                                                     \
-    }                                                                          \
-    if (i < n)                                                                 \
-      f16_##op##_base(d + i, a + i, b + i, n - i);                             \
+#define F16C_KERNEL(op, tier, attr, W)                                                             \
+  attr static void f16_##op##_##tier(void *dst, const void *pa, const void *pb, size_t n) {        \
+    uint16_t *d = dst;                                                                             \
+    const uint16_t *a = pa, *b = pb;                                                               \
+    size_t i = 0;                                                                                  \
+    for (; i + W <= n; i += W) {                                                                   \
+      float x[W], y[W];                                                                            \
+      widen##W(x, a + i);                                                                          \
+      widen##W(y, b + i);                                                                          \
+      for (int j = 0; j < W; j++)                                                                  \
+        x[j] = op##_f32(x[j], y[j]);                                                               \
+      narrow##W(d + i, x);                                                                         \
+    }                                                                                              \
+    if (i < n)                                                                                     \
+      f16_##op##_base(d + i, a + i, b + i, n - i);                                                 \
   }
 
 F16C_KERNEL(sum, avx2, TARGET_AVX2, 8)
@@ -285,20 +277,18 @@ F16C_KERNEL(prod, avx512, TARGET_AVX512, 16)
 /* ----------------------------------------------------------- dispatch */
 
 /* Indexed by tier, dtype and op, in the order of the enums; AVG is SUM. */
-#define ROW(name, tier)                                                        \
-  {name##_sum_##tier, name##_prod_##tier, name##_min_##tier,                   \
-   name##_max_##tier, name##_sum_##tier}
-#define TABLE(tier)                                                            \
-  {                                                                            \
-    [BATON_INT8] = ROW(i8, tier), [BATON_UINT8] = ROW(u8, tier),               \
-    [BATON_INT32] = ROW(i32, tier), [BATON_UINT32] = ROW(u32, tier),           \
-    [BATON_INT64] = ROW(i64, tier), [BATON_UINT64] = ROW(u64, tier),           \
-    [BATON_FLOAT16] = ROW(f16, tier), [BATON_BFLOAT16] = ROW(bf16, tier),      \
-    [BATON_FLOAT32] = ROW(f32, tier), [BATON_FLOAT64] = ROW(f64, tier),        \
+#define ROW(name, tier)                                                                            \
+  { name##_sum_##tier, name##_prod_##tier, name##_min_##tier, name##_max_##tier, name##_sum_##tier }
+#define TABLE(tier)                                                                                \
+  {                                                                                                \
+    [BATON_INT8] = ROW(i8, tier), [BATON_UINT8] = ROW(u8, tier), [BATON_INT32] = ROW(i32, tier),   \
+    [BATON_UINT32] = ROW(u32, tier), [BATON_INT64] = ROW(i64, tier),                               \
+    [BATON_UINT64] = ROW(u64, tier), [BATON_FLOAT16] = ROW(f16, tier),                             \
+    [BATON_BFLOAT16] = ROW(bf16, tier), [BATON_FLOAT32] = ROW(f32, tier),                          \
+    [BATON_FLOAT64] = ROW(f64, tier),                                                              \
   }
 
-static const baton__reduce_fn
-    kernels[TIER_COUNT][BATON_DTYPE_COUNT][BATON_OP_COUNT] = {
+static const baton__reduce_fn kernels[TIER_COUNT][BATON_DTYPE_COUNT][BATON_OP_COUNT] = {
     [TIER_BASE] = TABLE(base),
 #ifdef HAVE_X86
     [TIER_AVX2] = TABLE(avx2),
@@ -354,13 +344,13 @@ baton__reduce_fn baton__reduce_get(baton_dtype_t dtype, baton_op_t op) {
 
 /* --------------------------------------------------------------- average */
 
-#define DIV_LOOP(T, expr)                                                      \
-  do {                                                                         \
-    T *p = buf;                                                                \
-    for (size_t i = 0; i < n; i++) {                                           \
-      T x = p[i];                                                              \
-      p[i] = (T)(expr);                                                        \
-    }                                                                          \
+#define DIV_LOOP(T, expr)                                                                          \
+  do {                                                                                             \
+    T *p = buf;                                                                                    \
+    for (size_t i = 0; i < n; i++) {                                                               \
+      T x = p[i];                                                                                  \
+      p[i] = (T)(expr);                                                                            \
+    }                                                                                              \
   } while (0)
 
 #ifdef HAVE_X86
@@ -397,18 +387,37 @@ void baton__reduce_div(void *buf, size_t n, baton_dtype_t dtype, int divisor) {
     return;
   float fd = (float)divisor;
   switch (dtype) {
-  case BATON_INT8: DIV_LOOP(int8_t, x / divisor); break;
-  case BATON_UINT8: DIV_LOOP(uint8_t, x / divisor); break;
-  case BATON_INT32: DIV_LOOP(int32_t, x / divisor); break;
-  case BATON_UINT32: DIV_LOOP(uint32_t, x / (uint32_t)divisor); break;
-  case BATON_INT64: DIV_LOOP(int64_t, x / divisor); break;
-  case BATON_UINT64: DIV_LOOP(uint64_t, x / (uint64_t)divisor); break;
-  case BATON_FLOAT16: f16_div(buf, n, fd); break;
+  case BATON_INT8:
+    DIV_LOOP(int8_t, x / divisor);
+    break;
+  case BATON_UINT8:
+    DIV_LOOP(uint8_t, x / divisor);
+    break;
+  case BATON_INT32:
+    DIV_LOOP(int32_t, x / divisor);
+    break;
+  case BATON_UINT32:
+    DIV_LOOP(uint32_t, x / (uint32_t)divisor);
+    break;
+  case BATON_INT64:
+    DIV_LOOP(int64_t, x / divisor);
+    break;
+  case BATON_UINT64:
+    DIV_LOOP(uint64_t, x / (uint64_t)divisor);
+    break;
+  case BATON_FLOAT16:
+    f16_div(buf, n, fd);
+    break;
   case BATON_BFLOAT16:
     DIV_LOOP(uint16_t, float_to_bf16(bf16_to_float(x) / fd));
     break;
-  case BATON_FLOAT32: DIV_LOOP(float, x / fd); break;
-  case BATON_FLOAT64: DIV_LOOP(double, x / divisor); break;
-  default: break;
+  case BATON_FLOAT32:
+    DIV_LOOP(float, x / fd);
+    break;
+  case BATON_FLOAT64:
+    DIV_LOOP(double, x / divisor);
+    break;
+  default:
+    break;
   }
 }

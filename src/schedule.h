@@ -25,16 +25,16 @@
 /* Phases, in the order they happen within a schedule (the offline checks
  * and the drawing order steps by (phase, step)). */
 typedef enum {
-  BATON__PHASE_FOLD,           /* non-power-of-two: extra ranks hand their data in */
+  BATON__PHASE_FOLD, /* non-power-of-two: extra ranks hand their data in */
   BATON__PHASE_REDUCE_SCATTER,
-  BATON__PHASE_REDUCE,         /* towards a root (tree, chain, naive) */
+  BATON__PHASE_REDUCE, /* towards a root (tree, chain, naive) */
   BATON__PHASE_GATHER,
-  BATON__PHASE_EXCHANGE,       /* whole buffers (rd allreduce) or blocks (alltoall) */
+  BATON__PHASE_EXCHANGE, /* whole buffers (rd allreduce) or blocks (alltoall) */
   BATON__PHASE_ALLGATHER,
   BATON__PHASE_SCATTER,
   BATON__PHASE_BROADCAST,
-  BATON__PHASE_UNFOLD,         /* non-power-of-two: extra ranks get the result */
-  BATON__PHASE_FLAT,           /* one step, every rank reads every other rank */
+  BATON__PHASE_UNFOLD, /* non-power-of-two: extra ranks get the result */
+  BATON__PHASE_FLAT,   /* one step, every rank reads every other rank */
   BATON__PHASE_COUNT
 } baton__phase_t;
 
@@ -70,9 +70,9 @@ typedef enum { BATON__FROM_INPUT, BATON__FROM_WORK } baton__from_t;
  * has received something that depends on that send having arrived: TCP
  * may still be sending from the memory itself (send_ref). */
 typedef struct {
-  uint8_t phase;     /* baton__phase_t */
-  uint16_t step;     /* step number within the phase */
-  int send_peer;     /* -1 when the step only receives */
+  uint8_t phase; /* baton__phase_t */
+  uint16_t step; /* step number within the phase */
+  int send_peer; /* -1 when the step only receives */
   int send_chunk;
   uint16_t send_n;   /* chunks in the message */
   uint8_t send_from; /* baton__from_t */
@@ -96,9 +96,9 @@ typedef enum {
   BATON__COLL_ALLTOALL,
   BATON__COLL_GATHER,
   BATON__COLL_SCATTER,
-  BATON__COLL_ALLGATHERV,     /* allgather with a count per rank */
+  BATON__COLL_ALLGATHERV,      /* allgather with a count per rank */
   BATON__COLL_REDUCE_SCATTERV, /* reduce_scatter with a count per rank */
-  BATON__COLL_BARRIER, /* no schedule: only its signature is exchanged */
+  BATON__COLL_BARRIER,         /* no schedule: only its signature is exchanged */
   BATON__COLL_COUNT
 } baton__coll_t;
 
@@ -132,8 +132,8 @@ const char *baton__phase_name(baton__phase_t phase);
 
 /* Ring: fills s for `coll` on the ring `order` (ranks in ring order, so that
  * the ring can follow the topology). Steps capacity must be >= 2 * size. */
-void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
-                          int size, const int *order);
+void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                          const int *order);
 
 /* Chain (the ring opened at the root), for broadcast and reduce. Broadcast:
  * the root sends the one chunk `root` to the next rank, every other rank
@@ -148,16 +148,16 @@ void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int 
 /* Pairwise exchange (coll/pairwise.c), for alltoall: N - 1 steps, in each
  * of which every rank sends one block and receives one. */
 int baton__pairwise_max_steps(int size);
-void baton__pairwise_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                           size_t count, int root, const int *order);
+void baton__pairwise_build(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                           int root, const int *order);
 
 /* Binomial tree (tree.c) and the hub-and-spokes baseline (naive.c): the
  * builders of their rows in algo.c's table, and their step counts. */
-void baton__tree_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                          size_t count, int root, const int *order);
+void baton__tree_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                          int root, const int *order);
 int baton__tree_max_steps(int size);
-void baton__naive_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                           size_t count, int root, const int *order);
+void baton__naive_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                           int root, const int *order);
 int baton__naive_max_steps(int size);
 /* Hierarchical allreduce (hier.c): fold into one leader per host, ring
  * among the leaders, unfold. Steps capacity must be >= 2 * size. */
@@ -165,12 +165,12 @@ void baton__hier_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int s
                           const int *order);
 /* Recursive halving-doubling (rhd.c): allreduce, reduce_scatter(v). */
 int baton__rhd_max_steps(int size);
-void baton__rhd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                         size_t count, int root, const int *order);
+void baton__rhd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                         int root, const int *order);
 /* Recursive doubling (rd.c): allreduce, allgather(v). */
 int baton__rd_max_steps(int size);
-void baton__rd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                        size_t count, int root, const int *order);
+void baton__rd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                        int root, const int *order);
 
 /* ---- The algorithms, as one table (algo.c): the one place the tracer, the
  * diagram tool, the cost model and the tests ask for a schedule. A new
@@ -206,8 +206,8 @@ typedef struct {
   /* Fills s for one rank; count is the count of the public call, root
    * the root of a rooted collective (broadcast), order the ring (ranks in
    * ring order, following the topology). */
-  void (*build)(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                size_t count, int root, const int *order);
+  void (*build)(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count, int root,
+                const int *order);
 } baton__algo_t;
 
 /* The most steps any algorithm of the table needs on `size` ranks. */
@@ -223,12 +223,12 @@ baton__coll_t baton__coll_find(const char *name);
  * must hold algo->max_steps(size) steps; root matters only to rooted
  * collectives. Returns 0, or -1 when algo does not serve coll or the
  * arguments are out of range. */
-int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
-                        int rank, int size, size_t count, int root);
+int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo, int rank,
+                        int size, size_t count, int root);
 /* The same on a given ring `order` (the communicator's): what the library
  * itself executes. schedule_for is this on the ring 0, 1, ..., N-1. */
-int baton__schedule_on(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo,
-                       int rank, int size, size_t count, int root, const int *order);
+int baton__schedule_on(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo, int rank,
+                       int size, size_t count, int root, const int *order);
 
 /* Chunk c of `count` elements cut into n chunks: the first count % n chunks
  * hold one element more. */

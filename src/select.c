@@ -67,12 +67,12 @@ const char *const baton__link_names[BATON__LINK_COUNT] = {"shm", "pair", "tcp"};
  *    8.4 ns/B. The slowest network baton is tested on; loopback TCP is
  *    faster (baton-tune measures it). */
 void baton__link_defaults(baton__link_cost_t cost[BATON__LINK_COUNT]) {
-  cost[BATON__LINK_SHM] = (baton__link_cost_t){.alpha = 0.55e-6, .beta = 0.11e-9,
-                                               .gamma = 0.015e-9, .oversub = 6.3e-6};
-  cost[BATON__LINK_PAIR] = (baton__link_cost_t){.alpha = 0.65e-6, .beta = 0.09e-9,
-                                                .gamma = 0.015e-9, .oversub = 6.3e-6};
-  cost[BATON__LINK_TCP] = (baton__link_cost_t){.alpha = 26e-6, .beta = 8.4e-9,
-                                               .gamma = 0.015e-9, .oversub = 6.3e-6};
+  cost[BATON__LINK_SHM] =
+      (baton__link_cost_t){.alpha = 0.55e-6, .beta = 0.11e-9, .gamma = 0.015e-9, .oversub = 6.3e-6};
+  cost[BATON__LINK_PAIR] =
+      (baton__link_cost_t){.alpha = 0.65e-6, .beta = 0.09e-9, .gamma = 0.015e-9, .oversub = 6.3e-6};
+  cost[BATON__LINK_TCP] =
+      (baton__link_cost_t){.alpha = 26e-6, .beta = 8.4e-9, .gamma = 0.015e-9, .oversub = 6.3e-6};
 }
 
 /* ------------------------------------------------------------ tune file */
@@ -140,9 +140,11 @@ int baton__tune_read(const char *path, baton__link_cost_t cost[BATON__LINK_COUNT
     if (line[skip] == '#' || line[skip] == '\n' || line[skip] == '\0')
       continue;
     if (parse_line(line, cost) != 0) {
-      snprintf(why, whylen, "%s:%d: \"%.200s\" is not \"LINK key=value ...\" with LINK "
+      snprintf(why, whylen,
+               "%s:%d: \"%.200s\" is not \"LINK key=value ...\" with LINK "
                "shm, pair or tcp, keys alpha, beta, gamma, oversub and values in [0, 1) "
-               "seconds", path, no, copy);
+               "seconds",
+               path, no, copy);
       rc = -1;
     }
   }
@@ -152,8 +154,10 @@ int baton__tune_read(const char *path, baton__link_cost_t cost[BATON__LINK_COUNT
 
 void baton__tune_print(FILE *f, const baton__link_cost_t cost[BATON__LINK_COUNT],
                        const char *comment) {
-  fprintf(f, "# %s\n# link: alpha s/message, beta s/byte, gamma s/byte reduced, "
-          "oversub s/message per rank per core beyond one\n", comment);
+  fprintf(f,
+          "# %s\n# link: alpha s/message, beta s/byte, gamma s/byte reduced, "
+          "oversub s/message per rank per core beyond one\n",
+          comment);
   for (int l = 0; l < BATON__LINK_COUNT; l++)
     fprintf(f, "%s alpha=%.4g beta=%.4g gamma=%.4g oversub=%.4g\n", baton__link_names[l],
             cost[l].alpha, cost[l].beta, cost[l].gamma, cost[l].oversub);
@@ -246,8 +250,8 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
   if (rounds <= 1)
     return t;
   const baton__cost_t per_msg = {.alpha = 1, .segment = c->segment};
-  return t + (rounds - 1) * baton__model_time(name, algo->name, in->size, bytes, &per_msg) *
-                 c->alpha;
+  return t +
+         (rounds - 1) * baton__model_time(name, algo->name, in->size, bytes, &per_msg) * c->alpha;
 }
 
 double baton__select_piece(const baton_comm_t *comm, int ring) {
@@ -262,8 +266,8 @@ double baton__select_piece(const baton_comm_t *comm, int ring) {
 static int faster(double a, double b) { return a >= 0 && (b < 0 || a < b); }
 
 const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__coll_t coll,
-                                        double bytes, baton__cand_t *cands, int cap,
-                                        int *ncands, char *why, size_t whylen) {
+                                        double bytes, baton__cand_t *cands, int cap, int *ncands,
+                                        char *why, size_t whylen) {
   int na, n = 0;
   const baton__algo_t *all = baton__algos(&na), *roomless = NULL;
   double roomless_t = -1;
@@ -317,18 +321,21 @@ struct baton__select_state {
   unsigned fallback_said;             /* bit c: collective c's fallback was printed */
 };
 
-static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_t l,
-                               double segment, double bytes) {
+static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_t l, double segment,
+                               double bytes) {
   const baton__link_cost_t *c = &s->link[l];
   double p = s->ranks_per_core > 1 ? s->ranks_per_core : 1;
   double pb = bytes > s->cache_bytes ? p : 1;
-  return (baton__cost_t){.alpha = c->alpha + c->oversub * (p - 1), .beta = c->beta * pb,
-                         .gamma = c->gamma * p, .segment = segment, .hosts = s->hosts};
+  return (baton__cost_t){.alpha = c->alpha + c->oversub * (p - 1),
+                         .beta = c->beta * pb,
+                         .gamma = c->gamma * p,
+                         .segment = segment,
+                         .hosts = s->hosts};
 }
 
 /* The costs every rank uses: rank 0's file, rank 0's cores. */
-static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int hostmax,
-                       char *err, size_t errlen) {
+static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int hostmax, char *err,
+                       size_t errlen) {
   double blob[BATON__LINK_COUNT * 4 + 2];
   if (comm->rank == 0) {
     char path[512], why[700];
@@ -347,9 +354,9 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     blob[4 * BATON__LINK_COUNT] = cores > 0 ? (double)hostmax / (double)cores : 1;
     blob[4 * BATON__LINK_COUNT + 1] = l2 > 0 ? (double)l2 : 1 << 20; /* unknown: 1 MiB */
-    int rc = comm->size > 1 ? baton__store_set(comm->store, "select.costs", blob, sizeof blob,
-                                               err, errlen)
-                            : BATON_OK;
+    int rc = comm->size > 1
+                 ? baton__store_set(comm->store, "select.costs", blob, sizeof blob, err, errlen)
+                 : BATON_OK;
     if (rc)
       return rc;
   } else {
@@ -359,8 +366,7 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
     if (rc)
       return rc;
     if (len != sizeof blob) {
-      snprintf(err, errlen, "rank 0 published link costs of %zu bytes, not %zu", len,
-               sizeof blob);
+      snprintf(err, errlen, "rank 0 published link costs of %zu bytes, not %zu", len, sizeof blob);
       return BATON_EPROTO;
     }
     for (int l = 0; l < BATON__LINK_COUNT; l++)
@@ -394,11 +400,12 @@ int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
   int rc = share_costs(comm, s, hostmax, err, errlen);
   if (rc == 0 && comm->rank == 0)
     for (int l = 0; l < BATON__LINK_COUNT; l++)
-      baton__log_info(INIT, "%s: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, oversub %.3g us "
-                 "(%.2f ranks per core; beta grows with them above %.0f KiB)",
-                 baton__link_names[l], s->link[l].alpha * 1e6, s->link[l].beta * 1e9,
-                 s->link[l].gamma * 1e9, s->link[l].oversub * 1e6, s->ranks_per_core,
-                 s->cache_bytes / 1024);
+      baton__log_info(INIT,
+                      "%s: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, oversub %.3g us "
+                      "(%.2f ranks per core; beta grows with them above %.0f KiB)",
+                      baton__link_names[l], s->link[l].alpha * 1e6, s->link[l].beta * 1e9,
+                      s->link[l].gamma * 1e9, s->link[l].oversub * 1e6, s->ranks_per_core,
+                      s->cache_bytes / 1024);
   return rc;
 }
 
@@ -427,8 +434,9 @@ static int bucket(double bytes) {
 static void log_choice(baton_comm_t *comm, baton__coll_t coll, double bytes,
                        const baton__cand_t *cands, int n, const baton__algo_t *pick) {
   char line[1024];
-  size_t off = (size_t)snprintf(line, sizeof line, "%s %.0f B on %d ranks (%s):",
-                                baton__coll_name(coll), bytes, comm->size, comm->select->net);
+  size_t off =
+      (size_t)snprintf(line, sizeof line, "%s %.0f B on %d ranks (%s):", baton__coll_name(coll),
+                       bytes, comm->size, comm->select->net);
   for (int i = 0; i < n && off < sizeof line; i++)
     off += (size_t)snprintf(line + off, sizeof line - off, "%s %s %.3g us", i ? " <" : "",
                             cands[i].algo->name, cands[i].t * 1e6);
@@ -441,15 +449,18 @@ static void log_choice(baton_comm_t *comm, baton__coll_t coll, double bytes,
 static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                    size_t elsize, double bytes) {
   struct baton__select_state *s = comm->select;
-  baton__select_in_t in = {.size = comm->size, .tcp = s->tcp, .tcp_inside = s->tcp_inside,
+  baton__select_in_t in = {.size = comm->size,
+                           .tcp = s->tcp,
+                           .tcp_inside = s->tcp_inside,
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
                            .scratch_bytes = comm->params.scratch_bytes,
-                           .forced = comm->forced[coll], .hosts = s->hosts,
+                           .forced = comm->forced[coll],
+                           .hosts = s->hosts,
                            .hostmax = s->hostmax};
-  in.ring = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes,
-                      bytes);
-  in.flat = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes,
-                      HUGE_VAL);
+  in.ring =
+      link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes, bytes);
+  in.flat =
+      link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes, HUGE_VAL);
   in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
                       (double)comm->stream_slot_bytes, bytes);
   in.local = link_cost(s, BATON__LINK_PAIR, (double)comm->stream_slot_bytes, bytes);
@@ -458,8 +469,7 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
   baton__cand_t cands[16];
   int n;
   char why[256];
-  const baton__algo_t *pick = baton__select_rank(&in, coll, bytes, cands, 16, &n, why,
-                                                 sizeof why);
+  const baton__algo_t *pick = baton__select_rank(&in, coll, bytes, cands, 16, &n, why, sizeof why);
   if (why[0] && !(s->fallback_said & (1u << coll))) {
     s->fallback_said |= 1u << coll;
     baton__log_info(COLL, "%s: %s", baton__coll_name(coll), why);
@@ -489,8 +499,7 @@ const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_
 
 /* ------------------------------------------------------------ BATON_ALGO */
 
-int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err,
-                      size_t errlen) {
+int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err, size_t errlen) {
   for (int c = 0; c < BATON__COLL_COUNT; c++)
     forced[c] = NULL;
   char buf[256];
@@ -505,8 +514,8 @@ int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err,
     if (!algo) {
       int n;
       const baton__algo_t *all = baton__algos(&n);
-      size_t off = (size_t)snprintf(err, errlen, "BATON_ALGO: unknown algorithm \"%s\"; known:",
-                                    name);
+      size_t off =
+          (size_t)snprintf(err, errlen, "BATON_ALGO: unknown algorithm \"%s\"; known:", name);
       for (int i = 0; i < n && off < errlen; i++)
         off += (size_t)snprintf(err + off, errlen - off, " %s", all[i].name);
       return BATON_EUSAGE;
@@ -520,8 +529,7 @@ int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err,
     *colon = '\0';
     baton__coll_t coll = baton__coll_find(item);
     if (coll == BATON__COLL_COUNT || coll == BATON__COLL_BARRIER) {
-      snprintf(err, errlen, "BATON_ALGO: unknown collective \"%s\" in \"%s:%s\"", item, item,
-               name);
+      snprintf(err, errlen, "BATON_ALGO: unknown collective \"%s\" in \"%s:%s\"", item, item, name);
       return BATON_EUSAGE;
     }
     forced[coll] = algo;

@@ -19,7 +19,12 @@
 #include "model.h"
 #include "schedule.h"
 
-typedef enum { BATON__LINK_SHM, BATON__LINK_PAIR, BATON__LINK_TCP, BATON__LINK_COUNT } baton__link_t;
+typedef enum {
+  BATON__LINK_SHM,
+  BATON__LINK_PAIR,
+  BATON__LINK_TCP,
+  BATON__LINK_COUNT
+} baton__link_t;
 
 /* One link kind's costs as the tune file states them: alpha is the latency
  * per message with at most one rank per core; oversub is what each message
@@ -50,19 +55,19 @@ void baton__tune_path(const char *knob, char *path, size_t len);
 
 /* Everything a decision depends on, the same on every rank. */
 typedef struct {
-  int size;             /* N */
-  int tcp;              /* some link of the communicator is TCP: it sets the pace */
-  int tcp_inside;       /* BATON_TRANSPORT=tcp with several ranks on a host */
-  int flat_fits;        /* baton__flat_fits for this call */
-  size_t scratch_bytes; /* BATON_SCRATCH_BYTES */
-  baton__cost_t ring;   /* what the ring (and its chain) pays; segment: a slot */
-  baton__cost_t flat;   /* what flat pays: the ring's link, beta grown by the ranks per
-                         * core at every size, since every rank copies at once */
-  baton__cost_t pair;   /* what every other algorithm pays */
-  baton__cost_t local;  /* shared memory between two ranks of a host (hier's fold) */
+  int size;                      /* N */
+  int tcp;                       /* some link of the communicator is TCP: it sets the pace */
+  int tcp_inside;                /* BATON_TRANSPORT=tcp with several ranks on a host */
+  int flat_fits;                 /* baton__flat_fits for this call */
+  size_t scratch_bytes;          /* BATON_SCRATCH_BYTES */
+  baton__cost_t ring;            /* what the ring (and its chain) pays; segment: a slot */
+  baton__cost_t flat;            /* what flat pays: the ring's link, beta grown by the ranks per
+                                  * core at every size, since every rank copies at once */
+  baton__cost_t pair;            /* what every other algorithm pays */
+  baton__cost_t local;           /* shared memory between two ranks of a host (hier's fold) */
   double ring_piece, pair_piece; /* bytes of a chunk one round moves (exec.c) */
-  const baton__algo_t *forced; /* BATON_ALGO for this collective, or NULL */
-  int hosts, hostmax;   /* hosts, and the most ranks on one (hier) */
+  const baton__algo_t *forced;   /* BATON_ALGO for this collective, or NULL */
+  int hosts, hostmax;            /* hosts, and the most ranks on one (hier) */
 } baton__select_in_t;
 
 /* A candidate and its predicted seconds. */
@@ -77,8 +82,8 @@ typedef struct {
  * (*ncands set). The forced algorithm wins where it can serve the call;
  * where it cannot, why says so and the best other is returned. */
 const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__coll_t coll,
-                                        double bytes, baton__cand_t *cands, int cap,
-                                        int *ncands, char *why, size_t whylen);
+                                        double bytes, baton__cand_t *cands, int cap, int *ncands,
+                                        char *why, size_t whylen);
 
 /* Predicted seconds of `algo` for this call: the model's formula with the
  * ring's costs (ring, flat) or the pair channels' (the others), plus every

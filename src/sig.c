@@ -38,9 +38,13 @@ int baton__sig_check(const baton__sig_t *mine, const baton__sig_t *theirs, int m
   char a[128], b[128];
   baton__sig_format(theirs, a, sizeof a);
   baton__sig_format(mine, b, sizeof b);
-  snprintf(why, whylen, "rank %d called %s while rank %d called %s: every rank must make "
-           "the same calls in the same order%s", peer, a, me, b,
-           mine->algo != theirs->algo ? " (and the same BATON_ALGO, BATON_FLAT_BYTES, "
-           "BATON_SCRATCH_BYTES and tune file, which choose the algorithm)" : "");
+  snprintf(why, whylen,
+           "rank %d called %s while rank %d called %s: every rank must make "
+           "the same calls in the same order%s",
+           peer, a, me, b,
+           mine->algo != theirs->algo
+               ? " (and the same BATON_ALGO, BATON_FLAT_BYTES, "
+                 "BATON_SCRATCH_BYTES and tune file, which choose the algorithm)"
+               : "");
   return BATON_EMISMATCH;
 }

@@ -37,8 +37,7 @@ static void put32(uint8_t *p, uint32_t v) {
 }
 
 static uint32_t get32(const uint8_t *p) {
-  return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
+  return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 void baton__store_hdr_pack(uint8_t *b, unsigned op, uint32_t klen, uint32_t vlen) {
@@ -63,8 +62,7 @@ int baton__store_hdr_parse(const uint8_t *b, baton__store_hdr_t *h, char *why, s
     snprintf(why, whylen, "unsupported version %u", version);
   else if (h->op == 0 || h->op >= BATON__OP_COUNT)
     snprintf(why, whylen, "unknown op %u", h->op);
-  else if (h->klen < baton__store_ops[h->op].key_min ||
-           h->klen > baton__store_ops[h->op].key_max)
+  else if (h->klen < baton__store_ops[h->op].key_min || h->klen > baton__store_ops[h->op].key_max)
     snprintf(why, whylen, "%s with key length %u", baton__store_ops[h->op].name, h->klen);
   else if (h->vlen > baton__store_ops[h->op].val_max)
     snprintf(why, whylen, "%s with value length %u", baton__store_ops[h->op].name, h->vlen);
@@ -96,8 +94,8 @@ typedef struct {
 } req_t;
 
 static int req_fail(req_t *q, int rc, const char *why, const char *errtext) {
-  snprintf(q->err, q->errlen, "store %s \"%s\" at %s: %s%s%s", q->what, q->key,
-           q->st->addr, why, errtext ? ": " : "", errtext ? errtext : "");
+  snprintf(q->err, q->errlen, "store %s \"%s\" at %s: %s%s%s", q->what, q->key, q->st->addr, why,
+           errtext ? ": " : "", errtext ? errtext : "");
   if (rc != BATON_EINVAL)
     q->st->broken = 1;
   return rc;
@@ -131,12 +129,14 @@ static int xfer(req_t *q, int sending, void *buf, size_t len) {
       int rc = baton__wait_fd(q->st->fd, sending ? POLLOUT : POLLIN, q->deadline);
       if (rc == BATON_ESYS)
         return req_fail(q, rc, "poll", strerror(errno));
-      snprintf(why, sizeof why, "%s within %.1f s", sending ? "could not send" : "no reply", q->timeout_s);
+      snprintf(why, sizeof why, "%s within %.1f s", sending ? "could not send" : "no reply",
+               q->timeout_s);
       if (rc != BATON_OK)
         return req_fail(q, rc, why, NULL);
     } else if (errno != EINTR) {
       int remote = errno == ECONNRESET || errno == EPIPE;
-      return req_fail(q, remote ? BATON_EREMOTE : BATON_ESYS, sending ? "send" : "recv", strerror(errno));
+      return req_fail(q, remote ? BATON_EREMOTE : BATON_ESYS, sending ? "send" : "recv",
+                      strerror(errno));
     }
   }
   return BATON_OK;
@@ -162,8 +162,8 @@ static int send_failed(req_t *q, int rc) {
 }
 
 /* Sends op with q->key and val, then reads the header of the reply `want`. */
-static int request(req_t *q, unsigned op, const void *val, uint32_t vlen,
-                   unsigned want, baton__store_hdr_t *rh) {
+static int request(req_t *q, unsigned op, const void *val, uint32_t vlen, unsigned want,
+                   baton__store_hdr_t *rh) {
   uint8_t buf[BATON__STORE_HDR + BATON__STORE_KEY_MAX];
   size_t klen = strlen(q->key);
   char why[128];
@@ -191,16 +191,16 @@ static int request(req_t *q, unsigned op, const void *val, uint32_t vlen,
 
 static int check_key(req_t *q, const void *val, size_t len, size_t max) {
   size_t klen = q->key ? strlen(q->key) : 0;
-  if (!q->st || !q->key || klen == 0 || klen > BATON__STORE_KEY_MAX || len > max ||
-      (len && !val)) {
-    snprintf(q->err, q->errlen, "store %s: bad arguments (key length %zu, value length %zu)", q->what, klen, len);
+  if (!q->st || !q->key || klen == 0 || klen > BATON__STORE_KEY_MAX || len > max || (len && !val)) {
+    snprintf(q->err, q->errlen, "store %s: bad arguments (key length %zu, value length %zu)",
+             q->what, klen, len);
     return BATON_EINVAL;
   }
   return BATON_OK;
 }
 
-int baton__store_set(baton__store_t *st, const char *key, const void *val,
-                     size_t len, char *err, size_t errlen) {
+int baton__store_set(baton__store_t *st, const char *key, const void *val, size_t len, char *err,
+                     size_t errlen) {
   req_t q = {st, "set", key, st ? st->timeout_s : 0, 0, err, errlen};
   baton__store_hdr_t rh;
   int rc = check_key(&q, val, len, BATON__STORE_VAL_MAX);
@@ -210,14 +210,14 @@ int baton__store_set(baton__store_t *st, const char *key, const void *val,
   return request(&q, BATON__OP_SET, val, (uint32_t)len, BATON__OP_SET_OK, &rh);
 }
 
-int baton__store_get(baton__store_t *st, const char *key, void *val,
-                     size_t cap, size_t *len, double timeout_s, char *err,
-                     size_t errlen) {
+int baton__store_get(baton__store_t *st, const char *key, void *val, size_t cap, size_t *len,
+                     double timeout_s, char *err, size_t errlen) {
   req_t q = {st, "get", key, timeout_s, baton__now() + timeout_s, err, errlen};
   uint8_t scratch[4096];
   baton__store_hdr_t rh;
   int rc = check_key(&q, val, cap, SIZE_MAX);
-  if (rc != BATON_OK || (rc = request(&q, BATON__OP_GET, NULL, 0, BATON__OP_GET_VAL, &rh)) != BATON_OK)
+  if (rc != BATON_OK ||
+      (rc = request(&q, BATON__OP_GET, NULL, 0, BATON__OP_GET_VAL, &rh)) != BATON_OK)
     return rc;
   size_t keep = rh.vlen < cap ? rh.vlen : cap;
   if ((rc = xfer(&q, 0, val, keep)) != BATON_OK)
@@ -231,10 +231,9 @@ int baton__store_get(baton__store_t *st, const char *key, void *val,
 }
 
 /* One attempt on every address of host; an fd, or -1 with why filled in. */
-static int connect_once(const char *host, int port, double deadline,
-                        char *why, size_t whylen) {
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                           .ai_flags = AI_NUMERICSERV};
+static int connect_once(const char *host, int port, double deadline, char *why, size_t whylen) {
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
   struct addrinfo *res, *ai;
   char portstr[16];
   int fd = -1, one = 1, e = 0;
@@ -246,7 +245,8 @@ static int connect_once(const char *host, int port, double deadline,
     return -1;
   }
   for (ai = res; ai && fd < 0; ai = ai->ai_next) {
-    if ((fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol)) < 0)
+    if ((fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                     ai->ai_protocol)) < 0)
       e = errno;
     else if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
       e = 0;
@@ -318,14 +318,14 @@ void baton__store_close(baton__store_t *st) {
 
 /* ---------------------------------------------------------- host:port */
 
-static int hostport_fail(char *err, size_t errlen, const char *what,
-                         const char *s, const char *why) {
+static int hostport_fail(char *err, size_t errlen, const char *what, const char *s,
+                         const char *why) {
   snprintf(err, errlen, "%s=\"%s\": %s (want host:port or [ipv6]:port)", what, s, why);
   return BATON_EUSAGE;
 }
 
-int baton__parse_hostport(const char *s, const char *what, char *host,
-                          size_t hostcap, int *port, char *err, size_t errlen) {
+int baton__parse_hostport(const char *s, const char *what, char *host, size_t hostcap, int *port,
+                          char *err, size_t errlen) {
   const char *h = s, *colon, *p;
   long v = 0;
 

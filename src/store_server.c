@@ -74,8 +74,7 @@ struct baton__store_server {
   entry_t *table[BATON__STORE_BUCKETS];
 };
 
-static entry_t **kv_slot(baton__store_server_t *srv, const uint8_t *key,
-                         uint32_t klen) {
+static entry_t **kv_slot(baton__store_server_t *srv, const uint8_t *key, uint32_t klen) {
   uint32_t h = 2166136261u; /* FNV-1a */
   for (uint32_t i = 0; i < klen; i++)
     h = (h ^ key[i]) * 16777619u;
@@ -85,8 +84,8 @@ static entry_t **kv_slot(baton__store_server_t *srv, const uint8_t *key,
   return p; /* the matching entry's link, or the chain's NULL end */
 }
 
-static entry_t *kv_put(baton__store_server_t *srv, const uint8_t *key,
-                       uint32_t klen, const uint8_t *val, uint32_t vlen) {
+static entry_t *kv_put(baton__store_server_t *srv, const uint8_t *key, uint32_t klen,
+                       const uint8_t *val, uint32_t vlen) {
   entry_t *e = malloc(sizeof *e + klen + vlen);
   if (!e)
     return NULL;
@@ -102,8 +101,7 @@ static entry_t *kv_put(baton__store_server_t *srv, const uint8_t *key,
 
 /* ------------------------------------------------------------ the server */
 
-static void conn_drop(baton__store_server_t *srv, conn_t *c, int warn,
-                      const char *why) {
+static void conn_drop(baton__store_server_t *srv, conn_t *c, int warn, const char *why) {
   if (warn)
     baton__log_warn(BOOT, "store %s: dropping client %s: %s", srv->addr, c->peer, why);
   else
@@ -117,8 +115,7 @@ static void conn_drop(baton__store_server_t *srv, conn_t *c, int warn,
 
 static void conn_write(baton__store_server_t *srv, conn_t *c) {
   while (c->out_sent < c->out_len) {
-    ssize_t r = send(c->fd, c->out + c->out_sent, c->out_len - c->out_sent,
-                     MSG_NOSIGNAL);
+    ssize_t r = send(c->fd, c->out + c->out_sent, c->out_len - c->out_sent, MSG_NOSIGNAL);
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -149,8 +146,8 @@ static void conn_queue(baton__store_server_t *srv, conn_t *c, const uint8_t *hea
   conn_write(srv, c);
 }
 
-static void conn_reply(baton__store_server_t *srv, conn_t *c, unsigned op,
-                       const uint8_t *val, uint32_t vlen) {
+static void conn_reply(baton__store_server_t *srv, conn_t *c, unsigned op, const uint8_t *val,
+                       uint32_t vlen) {
   uint8_t hdr[BATON__STORE_HDR];
   baton__store_hdr_pack(hdr, op, 0, vlen);
   conn_queue(srv, c, hdr, BATON__STORE_HDR, val, vlen);
@@ -179,8 +176,7 @@ static void conn_refuse(baton__store_server_t *srv, conn_t *c, const uint8_t *ms
 static void wake_parked(baton__store_server_t *srv, const entry_t *e) {
   for (size_t i = 0; i < srv->nconns; i++) {
     conn_t *c = &srv->conns[i];
-    if (c->dead || !c->parked || c->h.klen != e->klen ||
-        memcmp(c->body, e->data, e->klen) != 0)
+    if (c->dead || !c->parked || c->h.klen != e->klen || memcmp(c->body, e->data, e->klen) != 0)
       continue;
     c->parked = 0;
     free(c->body);
@@ -356,13 +352,13 @@ static void accept_all(baton__store_server_t *srv) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
-    int fd = accept4(srv->lfd, (struct sockaddr *)&ss, &sl,
-                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = accept4(srv->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
       continue;
     if (fd < 0 && (errno == EMFILE || errno == ENFILE) &&
-        drop_oldest_pending(srv, 0, "rejected: out of file descriptors while it had not "
-                                    "finished its handshake") == 0)
+        drop_oldest_pending(srv, 0,
+                            "rejected: out of file descriptors while it had not "
+                            "finished its handshake") == 0)
       continue;
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -370,21 +366,23 @@ static void accept_all(baton__store_server_t *srv) {
       return;
     }
     if (conns_grow(srv) != 0) {
-      baton__log_warn(BOOT, "store %s: refusing a client: too many clients or out of memory", srv->addr);
+      baton__log_warn(BOOT, "store %s: refusing a client: too many clients or out of memory",
+                      srv->addr);
       close(fd);
       continue;
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv,
-                sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
+    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv, sizeof serv,
+                NI_NUMERICHOST | NI_NUMERICSERV);
     conn_t *c = &srv->conns[srv->nconns++];
     memset(c, 0, sizeof *c);
     c->fd = fd;
     baton__store_format_addr(c->peer, sizeof c->peer, host, atoi(serv));
     conn_start(srv, c);
-    drop_oldest_pending(srv, BATON__STORE_MAX_PENDING, "rejected: too many clients waiting for a "
-                                                "handshake; this one waited longest");
+    drop_oldest_pending(srv, BATON__STORE_MAX_PENDING,
+                        "rejected: too many clients waiting for a "
+                        "handshake; this one waited longest");
   }
 }
 
@@ -436,12 +434,13 @@ static void *serve_loop(void *arg) {
     srv->pfds[0] = (struct pollfd){.fd = srv->wakefd, .events = POLLIN};
     srv->pfds[1] = (struct pollfd){.fd = srv->lfd, .events = POLLIN};
     for (size_t i = 0; i < srv->nconns; i++)
-      srv->pfds[2 + i] = (struct pollfd){.fd = srv->conns[i].fd,
-                                         .events = conn_events(&srv->conns[i])};
+      srv->pfds[2 + i] =
+          (struct pollfd){.fd = srv->conns[i].fd, .events = conn_events(&srv->conns[i])};
     if (poll(srv->pfds, 2 + srv->nconns, timeout_ms) < 0) {
       if (errno == EINTR)
         continue;
-      baton__log_warn(BOOT, "store %s: poll: %s; the store stops serving", srv->addr, strerror(errno));
+      baton__log_warn(BOOT, "store %s: poll: %s; the store stops serving", srv->addr,
+                      strerror(errno));
       return NULL;
     }
     if (srv->pfds[0].revents)
@@ -454,10 +453,10 @@ static void *serve_loop(void *arg) {
   }
 }
 
-static int listen_on(baton__store_server_t *srv, const char *host, int port,
-                     char *err, size_t errlen) {
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+static int listen_on(baton__store_server_t *srv, const char *host, int port, char *err,
+                     size_t errlen) {
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *res, *ai;
   char portstr[16];
   int one = 1, saved = 0;
@@ -465,13 +464,14 @@ static int listen_on(baton__store_server_t *srv, const char *host, int port,
   snprintf(portstr, sizeof portstr, "%d", port);
   int rc = getaddrinfo(*host ? host : NULL, portstr, &hints, &res);
   if (rc != 0) {
-    snprintf(err, errlen, "store: cannot resolve the listen address %s: %s", srv->addr, gai_strerror(rc));
+    snprintf(err, errlen, "store: cannot resolve the listen address %s: %s", srv->addr,
+             gai_strerror(rc));
     return BATON_EUSAGE;
   }
   for (ai = res; ai; ai = ai->ai_next) {
-    srv->lfd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (srv->lfd >= 0 &&
-        setsockopt(srv->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+    srv->lfd =
+        socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (srv->lfd >= 0 && setsockopt(srv->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
         bind(srv->lfd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(srv->lfd, 1024) == 0)
       break;
     saved = errno;
@@ -499,9 +499,8 @@ static void server_free(baton__store_server_t *srv) {
   free(srv);
 }
 
-int baton__store_serve(const char *host, int port, const baton__secret_t *secret,
-                       double timeout_s, baton__store_server_t **out, char *err,
-                       size_t errlen) {
+int baton__store_serve(const char *host, int port, const baton__secret_t *secret, double timeout_s,
+                       baton__store_server_t **out, char *err, size_t errlen) {
   baton__store_server_t *srv;
   int rc;
 
@@ -551,7 +550,8 @@ void baton__store_stop(baton__store_server_t *srv) {
   if (!srv)
     return;
   if (write(srv->wakefd, &one, sizeof one) != sizeof one)
-    baton__log_warn(BOOT, "store %s: cannot wake the server thread: %s", srv->addr, strerror(errno));
+    baton__log_warn(BOOT, "store %s: cannot wake the server thread: %s", srv->addr,
+                    strerror(errno));
   pthread_join(srv->thread, NULL);
   close(srv->lfd);
   close(srv->wakefd);

@@ -44,8 +44,8 @@ static int expand(const char *pattern, int rank, char *out, size_t cap, int *has
   return 0;
 }
 
-int baton__trace_open(baton__trace_t **out, const char *pattern, int rank, int size,
-                      int max_steps, char *err, size_t errlen) {
+int baton__trace_open(baton__trace_t **out, const char *pattern, int rank, int size, int max_steps,
+                      char *err, size_t errlen) {
   char path[512];
   int has_rank;
   *out = NULL;
@@ -55,8 +55,10 @@ int baton__trace_open(baton__trace_t **out, const char *pattern, int rank, int s
     return BATON_EUSAGE;
   }
   if (!has_rank && size > 1) {
-    snprintf(err, errlen, "BATON_TRACE=\"%s\" has no %%r: with %d ranks every rank would "
-             "write the same file; use e.g. trace.%%r", pattern, size);
+    snprintf(err, errlen,
+             "BATON_TRACE=\"%s\" has no %%r: with %d ranks every rank would "
+             "write the same file; use e.g. trace.%%r",
+             pattern, size);
     return BATON_EUSAGE;
   }
   baton__trace_t *t = calloc(1, sizeof *t);
@@ -103,8 +105,7 @@ void baton__trace_step_end(baton__trace_t *t, int i) { t->t1[i] = baton__now(); 
 
 /* Bytes of the run of n chunks from `chunk` on (modulo the number of
  * chunks, as schedule.h says), or of the whole buffer. */
-static size_t run_bytes(const baton__trace_t *t, const baton__trace_call_t *c, int chunk,
-                        int n) {
+static size_t run_bytes(const baton__trace_t *t, const baton__trace_call_t *c, int chunk, int n) {
   size_t elems = 0;
   if (chunk == BATON__ALL_CHUNKS)
     return c->count * c->elsize;
@@ -146,9 +147,9 @@ static void write_line(baton__trace_t *t, const baton__trace_call_t *c, const ch
   size_t bytes = !c->sched ? flat_bytes : sends || local ? sb : rb;
   fprintf(t->f,
           "{\"rank\":%d,\"size\":%d,\"seq\":%llu,\"coll\":\"%s\",\"algo\":\"%s\","
-          "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,\"host\":%d,", t->rank, t->size,
-          (unsigned long long)c->seq, baton__coll_name(c->coll), algo, c->dtype, c->count,
-          c->root, c->sched && c->sched->host ? c->sched->host[t->rank] : t->rank);
+          "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,\"host\":%d,",
+          t->rank, t->size, (unsigned long long)c->seq, baton__coll_name(c->coll), algo, c->dtype,
+          c->count, c->root, c->sched && c->sched->host ? c->sched->host[t->rank] : t->rank);
   write_counts(t, c);
   fprintf(t->f,
           "\"phase\":\"%s\",\"step\":%d,"
@@ -157,8 +158,8 @@ static void write_line(baton__trace_t *t, const baton__trace_call_t *c, const ch
           "\"recv_from\":%d,\"recv_chunk\":%d,\"recv_n\":%d,\"op\":\"%s\","
           "\"recv_with\":\"%s\",\"recv_bytes\":%zu,\"keep\":%d,\"forward\":%d,"
           "\"finish\":%d,\"bytes\":%zu,\"t_start_us\":%.3f,\"t_end_us\":%.3f,\"rc\":%d}\n",
-          baton__phase_name((baton__phase_t)st->phase), st->step,
-          st->send_peer, sends || local ? st->send_chunk : -1, sends || local ? st->send_n : 0,
+          baton__phase_name((baton__phase_t)st->phase), st->step, st->send_peer,
+          sends || local ? st->send_chunk : -1, sends || local ? st->send_n : 0,
           send_source(st, fed), sb, local, st->recv_peer, recvs ? st->recv_chunk : -1,
           recvs ? st->recv_n : 0, recvs ? ops[st->recv_op & 1] : "none",
           recvs && st->recv_op == BATON__RECV_REDUCE ? from_name(st->recv_with) : "none", rb,

@@ -21,8 +21,8 @@ typedef struct baton__trace baton__trace_t;
 /* Opens the file `pattern` with %r replaced by rank (%% is a %), for
  * schedules of up to max_steps steps. BATON_EUSAGE naming BATON_TRACE when
  * the pattern is bad or the file cannot be created. */
-int baton__trace_open(baton__trace_t **out, const char *pattern, int rank, int size,
-                      int max_steps, char *err, size_t errlen);
+int baton__trace_open(baton__trace_t **out, const char *pattern, int rank, int size, int max_steps,
+                      char *err, size_t errlen);
 void baton__trace_close(baton__trace_t *t);
 
 /* A collective starts: forget the previous one's times. */
@@ -36,13 +36,13 @@ typedef struct {
   uint64_t seq;
   baton__coll_t coll;
   const char *dtype;
-  size_t count;               /* the count of the public call */
-  int root;                   /* broadcast's root; -1 for collectives without one */
+  size_t count; /* the count of the public call */
+  int root;     /* broadcast's root; -1 for collectives without one */
   size_t elsize;
   const baton__sched_t *sched; /* the steps that ran; NULL: one flat step */
-  const size_t *len;          /* elements per chunk */
-  size_t flat_bytes;          /* flat: bytes this rank put in its mailbox */
-  int rc;                     /* how the collective ended */
+  const size_t *len;           /* elements per chunk */
+  size_t flat_bytes;           /* flat: bytes this rank put in its mailbox */
+  int rc;                      /* how the collective ended */
 } baton__trace_call_t;
 
 /* Writes the collective's lines and flushes them. */

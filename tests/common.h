@@ -38,8 +38,7 @@ static inline void tally_init(tally_t *t) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int rc = baton_comm_init(&t->comm);
   if (rc != BATON_OK) {
-    fprintf(stderr, "baton_comm_init: %s: %s\n", baton_err_name(rc),
-            baton_last_init_error());
+    fprintf(stderr, "baton_comm_init: %s: %s\n", baton_err_name(rc), baton_last_init_error());
     exit(1);
   }
   t->rank = baton_comm_rank(t->comm);
@@ -47,8 +46,8 @@ static inline void tally_init(tally_t *t) {
 }
 
 /* Prints one failure line, unless this rank has printed MAX_LINES. */
-__attribute__((format(printf, 2, 3))) static inline void
-tally_say(tally_t *t, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static inline void tally_say(tally_t *t, const char *fmt,
+                                                                   ...) {
   char line[1024];
   va_list ap;
   if (t->lines > MAX_LINES)
@@ -84,8 +83,8 @@ static inline int tally_record(tally_t *t, int ok) {
 static inline int tally_rc(tally_t *t, int rc, const char *what) {
   if (rc == BATON_OK)
     return 1;
-  tally_say(t, "%s: returned %s (%s): %s", what, baton_err_name(rc),
-            baton_strerror(rc), baton_comm_last_error(t->comm));
+  tally_say(t, "%s: returned %s (%s): %s", what, baton_err_name(rc), baton_strerror(rc),
+            baton_comm_last_error(t->comm));
   if (rc != BATON_EINVAL)
     t->broken = 1;
   return 0;
@@ -109,17 +108,16 @@ static inline size_t tally_local_failures(const tally_t *t) {
  */
 static inline int tally_finish(tally_t *t) {
   int64_t n[2] = {(int64_t)t->nchecks, -(int64_t)t->nchecks};
-  int agreed = !t->broken &&
-               tally_rc(t, baton_allreduce(n, n, 2, BATON_INT64, BATON_MAX,
-                                           t->comm), "summary allreduce") &&
-               n[0] == -n[1];
+  int agreed =
+      !t->broken &&
+      tally_rc(t, baton_allreduce(n, n, 2, BATON_INT64, BATON_MAX, t->comm), "summary allreduce") &&
+      n[0] == -n[1];
   if (agreed && t->nchecks > 0)
-    agreed = tally_rc(t, baton_allreduce(t->failed, t->failed, t->nchecks,
-                                         BATON_INT64, BATON_SUM, t->comm),
-                      "summary allreduce");
+    agreed = tally_rc(
+        t, baton_allreduce(t->failed, t->failed, t->nchecks, BATON_INT64, BATON_SUM, t->comm),
+        "summary allreduce");
   if (!agreed)
-    fprintf(stderr, "rank %d: could not combine results across ranks\n",
-            t->rank);
+    fprintf(stderr, "rank %d: could not combine results across ranks\n", t->rank);
   size_t failed = tally_local_failures(t) + !agreed;
   if (!agreed || t->rank == 0)
     printf("%zu passed, %zu failed\n", t->nchecks + !agreed - failed, failed);

@@ -35,7 +35,8 @@ static inline ssize_t read_to_eof(int fd, uint8_t *buf, size_t cap) {
   size_t got = 0;
   uint8_t scratch[256];
   for (;;) {
-    ssize_t r = recv(fd, got < cap ? buf + got : scratch, got < cap ? cap - got : sizeof scratch, 0);
+    ssize_t r =
+        recv(fd, got < cap ? buf + got : scratch, got < cap ? cap - got : sizeof scratch, 0);
     if (r == 0 || (r < 0 && errno == ECONNRESET))
       return (ssize_t)got;
     if (r < 0)
@@ -70,7 +71,8 @@ static inline size_t record_handshake(int port, const baton__secret_t *s, uint8_
 
 /* Sends bytes and expects the store to hang up, its last words a RESULT
  * with `status` (any words when status < 0). */
-static inline void expect_refused(int port, const char *what, const void *bytes, size_t n, int status) {
+static inline void expect_refused(int port, const char *what, const void *bytes, size_t n,
+                                  int status) {
   uint8_t reply[512];
   int fd = raw_connect(LOOP, port);
   EXPECT(fd >= 0, "%s: cannot connect", what);
@@ -80,7 +82,8 @@ static inline void expect_refused(int port, const char *what, const void *bytes,
   ssize_t got = read_to_eof(fd, reply, sizeof reply);
   int last = got >= BATON__AUTH_HDR ? baton__auth_result_status(reply + got - BATON__AUTH_HDR) : -1;
   EXPECT(got >= 0 && (status < 0 || last == status),
-         "%s: want RESULT %d and a hang-up, got %zd bytes (last status %d)", what, status, got, last);
+         "%s: want RESULT %d and a hang-up, got %zd bytes (last status %d)", what, status, got,
+         last);
   close(fd);
 }
 

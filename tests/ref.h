@@ -27,8 +27,7 @@ static inline size_t ref_size(baton_dtype_t dt) {
 }
 
 static inline int ref_is_float(baton_dtype_t dt) {
-  return dt == BATON_FLOAT16 || dt == BATON_BFLOAT16 || dt == BATON_FLOAT32 ||
-         dt == BATON_FLOAT64;
+  return dt == BATON_FLOAT16 || dt == BATON_BFLOAT16 || dt == BATON_FLOAT32 || dt == BATON_FLOAT64;
 }
 
 static inline int ref_is_signed(baton_dtype_t dt) {
@@ -42,25 +41,44 @@ static inline uint64_t ref_mask(baton_dtype_t dt) {
 /* Raw bits of element i, zero-extended. */
 static inline uint64_t ref_load(const void *buf, baton_dtype_t dt, size_t i) {
   const unsigned char *p = (const unsigned char *)buf + i * ref_size(dt);
-  uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+  uint8_t u8;
+  uint16_t u16;
+  uint32_t u32;
+  uint64_t u64;
   switch (ref_size(dt)) {
-  case 1: memcpy(&u8, p, 1); return u8;
-  case 2: memcpy(&u16, p, 2); return u16;
-  case 4: memcpy(&u32, p, 4); return u32;
-  default: memcpy(&u64, p, 8); return u64;
+  case 1:
+    memcpy(&u8, p, 1);
+    return u8;
+  case 2:
+    memcpy(&u16, p, 2);
+    return u16;
+  case 4:
+    memcpy(&u32, p, 4);
+    return u32;
+  default:
+    memcpy(&u64, p, 8);
+    return u64;
   }
 }
 
-static inline void ref_store(void *buf, baton_dtype_t dt, size_t i,
-                             uint64_t bits) {
+static inline void ref_store(void *buf, baton_dtype_t dt, size_t i, uint64_t bits) {
   unsigned char *p = (unsigned char *)buf + i * ref_size(dt);
-  uint8_t u8 = (uint8_t)bits; uint16_t u16 = (uint16_t)bits;
+  uint8_t u8 = (uint8_t)bits;
+  uint16_t u16 = (uint16_t)bits;
   uint32_t u32 = (uint32_t)bits;
   switch (ref_size(dt)) {
-  case 1: memcpy(p, &u8, 1); break;
-  case 2: memcpy(p, &u16, 2); break;
-  case 4: memcpy(p, &u32, 4); break;
-  default: memcpy(p, &bits, 8); break;
+  case 1:
+    memcpy(p, &u8, 1);
+    break;
+  case 2:
+    memcpy(p, &u16, 2);
+    break;
+  case 4:
+    memcpy(p, &u32, 4);
+    break;
+  default:
+    memcpy(p, &bits, 8);
+    break;
   }
 }
 
@@ -150,9 +168,14 @@ static inline double ref_to_double(baton_dtype_t dt, uint64_t bits) {
   uint32_t b32 = (uint32_t)bits;
   switch (dt) {
   case BATON_FLOAT16:
-  case BATON_BFLOAT16: return ref_narrow_value(dt, (uint16_t)bits);
-  case BATON_FLOAT32: memcpy(&f, &b32, 4); return f;
-  default: memcpy(&d, &bits, 8); return d;
+  case BATON_BFLOAT16:
+    return ref_narrow_value(dt, (uint16_t)bits);
+  case BATON_FLOAT32:
+    memcpy(&f, &b32, 4);
+    return f;
+  default:
+    memcpy(&d, &bits, 8);
+    return d;
   }
 }
 
@@ -162,10 +185,17 @@ static inline uint64_t ref_from_double(baton_dtype_t dt, double d) {
   uint32_t b32;
   uint64_t b64;
   switch (dt) {
-  case BATON_FLOAT16: return ref_double_to_narrow(d, 10, 5);
-  case BATON_BFLOAT16: return ref_double_to_narrow(d, 7, 8);
-  case BATON_FLOAT32: f = (float)d; memcpy(&b32, &f, 4); return b32;
-  default: memcpy(&b64, &d, 8); return b64;
+  case BATON_FLOAT16:
+    return ref_double_to_narrow(d, 10, 5);
+  case BATON_BFLOAT16:
+    return ref_double_to_narrow(d, 7, 8);
+  case BATON_FLOAT32:
+    f = (float)d;
+    memcpy(&b32, &f, 4);
+    return b32;
+  default:
+    memcpy(&b64, &d, 8);
+    return b64;
   }
 }
 
@@ -202,8 +232,8 @@ static inline uint64_t ref_from_int(baton_dtype_t dt, int64_t k, int shift) {
 }
 
 /* The bits of the element that `rank` contributes at index i. */
-static inline uint64_t ref_gen(baton_dtype_t dt, const gen_spec_t *g,
-                               uint64_t seed, int rank, size_t i) {
+static inline uint64_t ref_gen(baton_dtype_t dt, const gen_spec_t *g, uint64_t seed, int rank,
+                               size_t i) {
   uint64_t r = ref_mix64(seed + ((uint64_t)rank << 40) + i);
   int64_t lo = (int64_t)g->lo, k;
   uint64_t span = (uint64_t)((int64_t)g->hi - lo) + 1; /* integer kinds */
@@ -218,17 +248,15 @@ static inline uint64_t ref_gen(baton_dtype_t dt, const gen_spec_t *g,
   case GEN_POW2:
     k = lo + (int64_t)(r % span);
     return ref_from_double(dt, ((r >> 63) ? -1.0 : 1.0) *
-                                   (k < 0 ? 1.0 / (double)(1ull << -k)
-                                          : (double)(1ull << k)));
+                                   (k < 0 ? 1.0 / (double)(1ull << -k) : (double)(1ull << k)));
   default: /* 53 random bits as a fraction in [0, 1) */
-    return ref_from_double(dt, g->lo + (g->hi - g->lo) *
-                                           ((double)(r >> 11) * 0x1p-53));
+    return ref_from_double(dt, g->lo + (g->hi - g->lo) * ((double)(r >> 11) * 0x1p-53));
   }
 }
 
 /* buf[j] = what `rank` contributes at index first + j, for j < n. */
-static inline void ref_fill(void *buf, baton_dtype_t dt, const gen_spec_t *g,
-                            uint64_t seed, int rank, size_t first, size_t n) {
+static inline void ref_fill(void *buf, baton_dtype_t dt, const gen_spec_t *g, uint64_t seed,
+                            int rank, size_t first, size_t n) {
   for (size_t j = 0; j < n; j++)
     ref_store(buf, dt, j, ref_gen(dt, g, seed, rank, first + j));
 }
@@ -245,26 +273,32 @@ static inline void ref_fill(void *buf, baton_dtype_t dt, const gen_spec_t *g,
  * enough not to overflow. AVG keeps its sums exact and unwrapped, so that
  * sum / N is well defined. MIN and MAX take any value but NaN.
  */
-#define BITS {GEN_BITS, 0, 0, 0}
-#define INT(lo, hi, shift) {GEN_INT, lo, hi, shift}
-#define NONZERO(lo, hi) {GEN_NONZERO, lo, hi, 0}
-#define POW2(lo, hi) {GEN_POW2, lo, hi, 0}
-#define REAL(lo, hi) {GEN_REAL, lo, hi, 0}
+#define BITS                                                                                       \
+  { GEN_BITS, 0, 0, 0 }
+#define INT(lo, hi, shift)                                                                         \
+  { GEN_INT, lo, hi, shift }
+#define NONZERO(lo, hi)                                                                            \
+  { GEN_NONZERO, lo, hi, 0 }
+#define POW2(lo, hi)                                                                               \
+  { GEN_POW2, lo, hi, 0 }
+#define REAL(lo, hi)                                                                               \
+  { GEN_REAL, lo, hi, 0 }
 #define P20 0x1p20
 #define P40 0x1p40
 
 static const gen_spec_t exact_specs[BATON_DTYPE_COUNT][4] = {
     /*                  SUM                     PROD            MIN, MAX           AVG */
-    [BATON_INT8] =     {BITS,                   NONZERO(-2, 3), BITS,              INT(-15, 15, 0)},
-    [BATON_UINT8] =    {BITS,                   INT(1, 7, 0),   BITS,              INT(0, 31, 0)},
-    [BATON_INT32] =    {INT(-P20, P20, 0),      NONZERO(-2, 3), BITS,              INT(-P20, P20, 0)},
-    [BATON_UINT32] =   {BITS,                   BITS,           BITS,              INT(0, P20, 0)},
-    [BATON_INT64] =    {INT(-P40, P40, 0),      NONZERO(-2, 3), BITS,              INT(-P40, P40, 0)},
-    [BATON_UINT64] =   {BITS,                   BITS,           BITS,              INT(0, P40, 0)},
-    [BATON_FLOAT16] =  {INT(-8, 8, 1),          POW2(-1, 1),    REAL(-1000, 1000), INT(-8, 8, 1)},
-    [BATON_BFLOAT16] = {INT(-8, 8, 1),          POW2(-1, 1),    REAL(-1000, 1000), INT(-8, 8, 1)},
-    [BATON_FLOAT32] =  {INT(-65536, 65536, 4),  POW2(-1, 1),    REAL(-1000, 1000), INT(-65536, 65536, 4)},
-    [BATON_FLOAT64] =  {INT(-P40, P40, 10),     POW2(-1, 1),    REAL(-1000, 1000), INT(-P40, P40, 10)},
+    [BATON_INT8] = {BITS, NONZERO(-2, 3), BITS, INT(-15, 15, 0)},
+    [BATON_UINT8] = {BITS, INT(1, 7, 0), BITS, INT(0, 31, 0)},
+    [BATON_INT32] = {INT(-P20, P20, 0), NONZERO(-2, 3), BITS, INT(-P20, P20, 0)},
+    [BATON_UINT32] = {BITS, BITS, BITS, INT(0, P20, 0)},
+    [BATON_INT64] = {INT(-P40, P40, 0), NONZERO(-2, 3), BITS, INT(-P40, P40, 0)},
+    [BATON_UINT64] = {BITS, BITS, BITS, INT(0, P40, 0)},
+    [BATON_FLOAT16] = {INT(-8, 8, 1), POW2(-1, 1), REAL(-1000, 1000), INT(-8, 8, 1)},
+    [BATON_BFLOAT16] = {INT(-8, 8, 1), POW2(-1, 1), REAL(-1000, 1000), INT(-8, 8, 1)},
+    [BATON_FLOAT32] = {INT(-65536, 65536, 4), POW2(-1, 1), REAL(-1000, 1000),
+                       INT(-65536, 65536, 4)},
+    [BATON_FLOAT64] = {INT(-P40, P40, 10), POW2(-1, 1), REAL(-1000, 1000), INT(-P40, P40, 10)},
 };
 
 static inline gen_spec_t exact_spec(baton_dtype_t dt, baton_op_t op) {
@@ -280,17 +314,24 @@ static inline gen_spec_t exact_spec(baton_dtype_t dt, baton_op_t op) {
  * modulo 2^64 for integer SUM and PROD (wraparound is the same in any
  * order), int64 or uint64 for MIN, MAX and AVG.
  */
-static inline uint64_t ref_reduce_float(baton_dtype_t dt, baton_op_t op,
-                                        const gen_spec_t *g, uint64_t seed,
-                                        int nranks, size_t i) {
+static inline uint64_t ref_reduce_float(baton_dtype_t dt, baton_op_t op, const gen_spec_t *g,
+                                        uint64_t seed, int nranks, size_t i) {
   double acc = ref_to_double(dt, ref_gen(dt, g, seed, 0, i));
   for (int r = 1; r < nranks; r++) {
     double v = ref_to_double(dt, ref_gen(dt, g, seed, r, i));
     switch (op) {
-    case BATON_PROD: acc *= v; break;
-    case BATON_MIN: acc = v < acc ? v : acc; break;
-    case BATON_MAX: acc = v > acc ? v : acc; break;
-    default: acc += v; break; /* SUM, AVG */
+    case BATON_PROD:
+      acc *= v;
+      break;
+    case BATON_MIN:
+      acc = v < acc ? v : acc;
+      break;
+    case BATON_MAX:
+      acc = v > acc ? v : acc;
+      break;
+    default:
+      acc += v;
+      break; /* SUM, AVG */
     }
   }
   if (op == BATON_AVG)
@@ -298,9 +339,8 @@ static inline uint64_t ref_reduce_float(baton_dtype_t dt, baton_op_t op,
   return ref_from_double(dt, acc);
 }
 
-static inline uint64_t ref_reduce_int(baton_dtype_t dt, baton_op_t op,
-                                      const gen_spec_t *g, uint64_t seed,
-                                      int nranks, size_t i) {
+static inline uint64_t ref_reduce_int(baton_dtype_t dt, baton_op_t op, const gen_spec_t *g,
+                                      uint64_t seed, int nranks, size_t i) {
   int sgn = ref_is_signed(dt);
   uint64_t u = ref_gen(dt, g, seed, 0, i);
   int64_t s = ref_sext(dt, u);
@@ -308,10 +348,25 @@ static inline uint64_t ref_reduce_int(baton_dtype_t dt, baton_op_t op,
     uint64_t vu = ref_gen(dt, g, seed, r, i);
     int64_t vs = ref_sext(dt, vu);
     switch (op) {
-    case BATON_PROD: u *= vu; break;
-    case BATON_MIN: if (sgn ? vs < s : vu < u) { u = vu; s = vs; } break;
-    case BATON_MAX: if (sgn ? vs > s : vu > u) { u = vu; s = vs; } break;
-    default: u += vu; s = (int64_t)((uint64_t)s + (uint64_t)vs); break;
+    case BATON_PROD:
+      u *= vu;
+      break;
+    case BATON_MIN:
+      if (sgn ? vs < s : vu < u) {
+        u = vu;
+        s = vs;
+      }
+      break;
+    case BATON_MAX:
+      if (sgn ? vs > s : vu > u) {
+        u = vu;
+        s = vs;
+      }
+      break;
+    default:
+      u += vu;
+      s = (int64_t)((uint64_t)s + (uint64_t)vs);
+      break;
     }
   }
   if (op == BATON_AVG) /* C division truncates toward zero */
@@ -320,13 +375,11 @@ static inline uint64_t ref_reduce_int(baton_dtype_t dt, baton_op_t op,
 }
 
 /* out[j] = the reduction over all ranks of index first + j, for j < n. */
-static inline void ref_reduce(void *out, baton_dtype_t dt, baton_op_t op,
-                              const gen_spec_t *g, uint64_t seed, int nranks,
-                              size_t first, size_t n) {
+static inline void ref_reduce(void *out, baton_dtype_t dt, baton_op_t op, const gen_spec_t *g,
+                              uint64_t seed, int nranks, size_t first, size_t n) {
   for (size_t j = 0; j < n; j++) {
-    uint64_t bits = ref_is_float(dt)
-                        ? ref_reduce_float(dt, op, g, seed, nranks, first + j)
-                        : ref_reduce_int(dt, op, g, seed, nranks, first + j);
+    uint64_t bits = ref_is_float(dt) ? ref_reduce_float(dt, op, g, seed, nranks, first + j)
+                                     : ref_reduce_int(dt, op, g, seed, nranks, first + j);
     ref_store(out, dt, j, bits);
   }
 }

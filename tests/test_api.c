@@ -42,8 +42,7 @@ typedef struct {
 } code_t;
 
 #define CODE_ROW(name, value, msg) {BATON_##name, "BATON_" #name, msg},
-static const code_t codes[] = {
-    {BATON_OK, "BATON_OK", NULL}, BATON_ERRNO_MAP(CODE_ROW)};
+static const code_t codes[] = {{BATON_OK, "BATON_OK", NULL}, BATON_ERRNO_MAP(CODE_ROW)};
 #undef CODE_ROW
 enum { NCODES = sizeof codes / sizeof codes[0] };
 
@@ -52,8 +51,8 @@ static void test_strerror(void) {
   for (int i = 0; i < NCODES; i++) {
     const char *s = baton_strerror(codes[i].code);
     const char *name = baton_err_name(codes[i].code);
-    ok &= s && *s && (!codes[i].msg || strcmp(s, codes[i].msg) == 0) &&
-          name && strcmp(name, codes[i].name) == 0;
+    ok &= s && *s && (!codes[i].msg || strcmp(s, codes[i].msg) == 0) && name &&
+          strcmp(name, codes[i].name) == 0;
     for (int j = 0; ok && j < i; j++)
       ok &= strcmp(s, baton_strerror(codes[j].code)) != 0;
   }
@@ -65,8 +64,7 @@ static void test_strerror(void) {
     const char *name = baton_err_name(unknown[i]);
     int fine = s && *s && name && *name;
     for (int j = 0; fine && j < NCODES; j++)
-      fine = strcmp(s, baton_strerror(codes[j].code)) != 0 &&
-             strcmp(name, codes[j].name) != 0;
+      fine = strcmp(s, baton_strerror(codes[j].code)) != 0 && strcmp(name, codes[j].name) != 0;
     check(fine, "baton_strerror/baton_err_name of an unknown code: NULL, "
                 "empty or the text of a known code");
   }
@@ -77,8 +75,7 @@ static void test_dtype_names(void) {
   int ok = 1;
   for (int d = 0; d < BATON_DTYPE_COUNT; d++) {
     const char *s = baton_dtype_name((baton_dtype_t)d);
-    ok &= baton_dtype_size((baton_dtype_t)d) == sizes[d] && s &&
-          strcmp(s, "unknown") != 0;
+    ok &= baton_dtype_size((baton_dtype_t)d) == sizes[d] && s && strcmp(s, "unknown") != 0;
     for (int e = 0; ok && e < d; e++)
       ok &= strcmp(s, baton_dtype_name((baton_dtype_t)e)) != 0;
   }
@@ -87,8 +84,7 @@ static void test_dtype_names(void) {
             strcmp(baton_op_name(BATON_SUM), "sum") == 0,
         "baton_dtype_name(BATON_FLOAT32) != \"float32\" or "
         "baton_op_name(BATON_SUM) != \"sum\"");
-  check(baton_dtype_size(BAD_DTYPE_HI) == 0 &&
-            baton_dtype_size(BAD_DTYPE_LO) == 0 &&
+  check(baton_dtype_size(BAD_DTYPE_HI) == 0 && baton_dtype_size(BAD_DTYPE_LO) == 0 &&
             strcmp(baton_dtype_name(BAD_DTYPE_HI), "unknown") == 0 &&
             strcmp(baton_dtype_name(BAD_DTYPE_LO), "unknown") == 0 &&
             strcmp(baton_op_name(BAD_OP_HI), "unknown") == 0 &&
@@ -114,8 +110,7 @@ static void test_params_describe(void) {
 
 static void test_comm_queries(void) {
   const char *r = getenv("BATON_RANK"), *s = getenv("BATON_SIZE");
-  check(r && s && baton_comm_rank(T.comm) == atoi(r) &&
-            baton_comm_size(T.comm) == atoi(s),
+  check(r && s && baton_comm_rank(T.comm) == atoi(r) && baton_comm_size(T.comm) == atoi(s),
         "baton_comm_rank/size disagree with BATON_RANK/BATON_SIZE");
   check(baton_comm_rank(NULL) == -1 && baton_comm_size(NULL) == -1,
         "baton_comm_rank/size(NULL) is not -1");
@@ -133,35 +128,33 @@ static void expect_einval(int rc, const char *call, const char *word) {
   const char *e = baton_comm_last_error(T.comm);
   int ok = rc == BATON_EINVAL && e && strstr(e, word);
   if (!ok)
-    tally_say(&T, "%s: returned %s, last error \"%s\"; expected BATON_EINVAL "
-              "naming '%s'", call, baton_err_name(rc), e ? e : "(null)", word);
+    tally_say(&T,
+              "%s: returned %s, last error \"%s\"; expected BATON_EINVAL "
+              "naming '%s'",
+              call, baton_err_name(rc), e ? e : "(null)", word);
   tally_record(&T, ok);
 }
 
 /* A NULL comm must be rejected without being dereferenced. */
-static void expect_null_comm(int rc, const char *call) {
-  check(rc == BATON_EINVAL, call);
-}
+static void expect_null_comm(int rc, const char *call) { check(rc == BATON_EINVAL, call); }
 
 static void test_allreduce_args(void) {
   float a[4] = {0}, b[4];
   baton_comm_t *c = T.comm;
-  expect_einval(baton_allreduce(NULL, b, 4, BATON_FLOAT32, BATON_SUM, c),
-                "allreduce(sendbuf NULL)", "sendbuf");
-  expect_einval(baton_allreduce(a, NULL, 4, BATON_FLOAT32, BATON_SUM, c),
-                "allreduce(recvbuf NULL)", "recvbuf");
-  expect_einval(baton_allreduce(a, b, 4, BAD_DTYPE_HI, BATON_SUM, c),
-                "allreduce(dtype 99)", "dtype");
-  expect_einval(baton_allreduce(a, b, 4, BAD_DTYPE_LO, BATON_SUM, c),
-                "allreduce(dtype -1)", "dtype");
+  expect_einval(baton_allreduce(NULL, b, 4, BATON_FLOAT32, BATON_SUM, c), "allreduce(sendbuf NULL)",
+                "sendbuf");
+  expect_einval(baton_allreduce(a, NULL, 4, BATON_FLOAT32, BATON_SUM, c), "allreduce(recvbuf NULL)",
+                "recvbuf");
+  expect_einval(baton_allreduce(a, b, 4, BAD_DTYPE_HI, BATON_SUM, c), "allreduce(dtype 99)",
+                "dtype");
+  expect_einval(baton_allreduce(a, b, 4, BAD_DTYPE_LO, BATON_SUM, c), "allreduce(dtype -1)",
+                "dtype");
   expect_einval(baton_allreduce(a, b, 0, BAD_DTYPE_HI, BATON_SUM, c),
                 "allreduce(count 0, dtype 99)", "dtype");
-  expect_einval(baton_allreduce(a, b, 4, BATON_FLOAT32, BAD_OP_HI, c),
-                "allreduce(op 99)", "op");
-  expect_einval(baton_allreduce(a, b, 4, BATON_FLOAT32, BAD_OP_LO, c),
-                "allreduce(op -1)", "op");
-  expect_einval(baton_allreduce(a, b, 0, BATON_FLOAT32, BAD_OP_HI, c),
-                "allreduce(count 0, op 99)", "op");
+  expect_einval(baton_allreduce(a, b, 4, BATON_FLOAT32, BAD_OP_HI, c), "allreduce(op 99)", "op");
+  expect_einval(baton_allreduce(a, b, 4, BATON_FLOAT32, BAD_OP_LO, c), "allreduce(op -1)", "op");
+  expect_einval(baton_allreduce(a, b, 0, BATON_FLOAT32, BAD_OP_HI, c), "allreduce(count 0, op 99)",
+                "op");
   expect_einval(baton_allreduce(a, b, SIZE_MAX / 2, BATON_FLOAT32, BATON_SUM, c),
                 "allreduce(count SIZE_MAX/2 float32)", "count");
   expect_null_comm(baton_allreduce(a, b, 4, BATON_FLOAT32, BATON_SUM, NULL),
@@ -184,22 +177,19 @@ static void test_reduce_scatter_args(void) {
                 "reduce_scatter(dtype 99)", "dtype");
   expect_einval(baton_reduce_scatter(a, b, 4, BAD_DTYPE_LO, BATON_SUM, c),
                 "reduce_scatter(dtype -1)", "dtype");
-  expect_einval(baton_reduce_scatter(a, b, 4, BATON_FLOAT32, BAD_OP_HI, c),
-                "reduce_scatter(op 99)", "op");
-  expect_einval(baton_reduce_scatter(a, b, 4, BATON_FLOAT32, BAD_OP_LO, c),
-                "reduce_scatter(op -1)", "op");
+  expect_einval(baton_reduce_scatter(a, b, 4, BATON_FLOAT32, BAD_OP_HI, c), "reduce_scatter(op 99)",
+                "op");
+  expect_einval(baton_reduce_scatter(a, b, 4, BATON_FLOAT32, BAD_OP_LO, c), "reduce_scatter(op -1)",
+                "op");
   expect_einval(baton_reduce_scatter(a, b, 0, BAD_DTYPE_HI, BATON_SUM, c),
                 "reduce_scatter(count 0, dtype 99)", "dtype");
   expect_einval(baton_reduce_scatter(a, b, 0, BATON_FLOAT32, BAD_OP_HI, c),
                 "reduce_scatter(count 0, op 99)", "op");
-  expect_einval(baton_reduce_scatter(a, b, SIZE_MAX / 2, BATON_FLOAT32,
-                                     BATON_SUM, c),
+  expect_einval(baton_reduce_scatter(a, b, SIZE_MAX / 2, BATON_FLOAT32, BATON_SUM, c),
                 "reduce_scatter(recvcount SIZE_MAX/2 float32)", "count");
   if (T.size >= 2)
-    expect_einval(baton_reduce_scatter(a, b, (size_t)1 << 61, BATON_FLOAT32,
-                                       BATON_SUM, c),
-                  "reduce_scatter(recvcount 2^61 float32, size*bytes overflows)",
-                  "count");
+    expect_einval(baton_reduce_scatter(a, b, (size_t)1 << 61, BATON_FLOAT32, BATON_SUM, c),
+                  "reduce_scatter(recvcount 2^61 float32, size*bytes overflows)", "count");
   expect_null_comm(baton_reduce_scatter(a, b, 4, BATON_FLOAT32, BATON_SUM, NULL),
                    "reduce_scatter(comm NULL) did not return BATON_EINVAL");
 }
@@ -207,26 +197,21 @@ static void test_reduce_scatter_args(void) {
 static void test_allgather_args(void) {
   float a[4] = {0}, b[8];
   baton_comm_t *c = T.comm;
-  expect_einval(baton_allgather(NULL, b, 4, BATON_FLOAT32, c),
-                "allgather(sendbuf NULL)", "sendbuf");
-  expect_einval(baton_allgather(a, NULL, 4, BATON_FLOAT32, c),
-                "allgather(recvbuf NULL)", "recvbuf");
-  expect_einval(baton_allgather(a, b, 4, BAD_DTYPE_HI, c),
-                "allgather(dtype 99)", "dtype");
-  expect_einval(baton_allgather(a, b, 4, BAD_DTYPE_LO, c),
-                "allgather(dtype -1)", "dtype");
-  expect_einval(baton_allgather(a, b, 0, BAD_DTYPE_HI, c),
-                "allgather(count 0, dtype 99)", "dtype");
+  expect_einval(baton_allgather(NULL, b, 4, BATON_FLOAT32, c), "allgather(sendbuf NULL)",
+                "sendbuf");
+  expect_einval(baton_allgather(a, NULL, 4, BATON_FLOAT32, c), "allgather(recvbuf NULL)",
+                "recvbuf");
+  expect_einval(baton_allgather(a, b, 4, BAD_DTYPE_HI, c), "allgather(dtype 99)", "dtype");
+  expect_einval(baton_allgather(a, b, 4, BAD_DTYPE_LO, c), "allgather(dtype -1)", "dtype");
+  expect_einval(baton_allgather(a, b, 0, BAD_DTYPE_HI, c), "allgather(count 0, dtype 99)", "dtype");
   expect_einval(baton_allgather(a, b, SIZE_MAX / 2, BATON_FLOAT32, c),
                 "allgather(sendcount SIZE_MAX/2 float32)", "count");
   if (T.size >= 2)
     expect_einval(baton_allgather(a, b, (size_t)1 << 61, BATON_FLOAT32, c),
-                  "allgather(sendcount 2^61 float32, size*bytes overflows)",
-                  "count");
+                  "allgather(sendcount 2^61 float32, size*bytes overflows)", "count");
   expect_null_comm(baton_allgather(a, b, 4, BATON_FLOAT32, NULL),
                    "allgather(comm NULL) did not return BATON_EINVAL");
-  expect_null_comm(baton_barrier(NULL),
-                   "barrier(comm NULL) did not return BATON_EINVAL");
+  expect_null_comm(baton_barrier(NULL), "barrier(comm NULL) did not return BATON_EINVAL");
 }
 
 static void test_broadcast_args(void) {
@@ -234,18 +219,15 @@ static void test_broadcast_args(void) {
   baton_comm_t *c = T.comm;
   expect_einval(baton_broadcast(NULL, b, 4, BATON_FLOAT32, T.rank, c),
                 "broadcast(sendbuf NULL on the root)", "sendbuf");
-  expect_einval(baton_broadcast(a, NULL, 4, BATON_FLOAT32, 0, c),
-                "broadcast(recvbuf NULL)", "recvbuf");
-  expect_einval(baton_broadcast(a, b, 4, BAD_DTYPE_HI, 0, c),
-                "broadcast(dtype 99)", "dtype");
-  expect_einval(baton_broadcast(a, b, 4, BAD_DTYPE_LO, 0, c),
-                "broadcast(dtype -1)", "dtype");
-  expect_einval(baton_broadcast(a, b, 0, BAD_DTYPE_HI, 0, c),
-                "broadcast(count 0, dtype 99)", "dtype");
-  expect_einval(baton_broadcast(a, b, 4, BATON_FLOAT32, -1, c),
-                "broadcast(root -1)", "root");
-  expect_einval(baton_broadcast(a, b, 4, BATON_FLOAT32, T.size, c),
-                "broadcast(root == size)", "root");
+  expect_einval(baton_broadcast(a, NULL, 4, BATON_FLOAT32, 0, c), "broadcast(recvbuf NULL)",
+                "recvbuf");
+  expect_einval(baton_broadcast(a, b, 4, BAD_DTYPE_HI, 0, c), "broadcast(dtype 99)", "dtype");
+  expect_einval(baton_broadcast(a, b, 4, BAD_DTYPE_LO, 0, c), "broadcast(dtype -1)", "dtype");
+  expect_einval(baton_broadcast(a, b, 0, BAD_DTYPE_HI, 0, c), "broadcast(count 0, dtype 99)",
+                "dtype");
+  expect_einval(baton_broadcast(a, b, 4, BATON_FLOAT32, -1, c), "broadcast(root -1)", "root");
+  expect_einval(baton_broadcast(a, b, 4, BATON_FLOAT32, T.size, c), "broadcast(root == size)",
+                "root");
   expect_einval(baton_broadcast(a, b, 0, BATON_FLOAT32, T.size, c),
                 "broadcast(count 0, root == size)", "root");
   expect_einval(baton_broadcast(a, b, SIZE_MAX / 2, BATON_FLOAT32, 0, c),
@@ -261,32 +243,27 @@ static void test_rooted_args(void) {
   float a[64] = {0}, b[64];
   baton_comm_t *c = T.comm;
   int me = T.rank;
-  expect_einval(baton_reduce(a, b, 4, BATON_FLOAT32, BATON_SUM, -1, c), "reduce(root -1)",
-                "root");
+  expect_einval(baton_reduce(a, b, 4, BATON_FLOAT32, BATON_SUM, -1, c), "reduce(root -1)", "root");
   expect_einval(baton_reduce(a, b, 0, BATON_FLOAT32, BATON_SUM, T.size, c),
                 "reduce(count 0, root == size)", "root");
-  expect_einval(baton_reduce(NULL, b, 4, BATON_FLOAT32, BATON_SUM, 0, c),
-                "reduce(sendbuf NULL)", "sendbuf");
+  expect_einval(baton_reduce(NULL, b, 4, BATON_FLOAT32, BATON_SUM, 0, c), "reduce(sendbuf NULL)",
+                "sendbuf");
   expect_einval(baton_reduce(a, NULL, 4, BATON_FLOAT32, BATON_SUM, me, c),
                 "reduce(recvbuf NULL on the root)", "recvbuf");
   expect_einval(baton_reduce(a, b, 4, BATON_FLOAT32, BAD_OP_HI, 0, c), "reduce(op 99)", "op");
-  expect_einval(baton_reduce(a, b, 4, BAD_DTYPE_LO, BATON_SUM, 0, c), "reduce(dtype -1)",
-                "dtype");
+  expect_einval(baton_reduce(a, b, 4, BAD_DTYPE_LO, BATON_SUM, 0, c), "reduce(dtype -1)", "dtype");
   expect_einval(baton_reduce(a, b, SIZE_MAX / 2, BATON_FLOAT32, BATON_SUM, 0, c),
                 "reduce(count SIZE_MAX/2 float32)", "count");
-  expect_einval(baton_gather(a, b, 1, BATON_FLOAT32, T.size, c), "gather(root == size)",
-                "root");
-  expect_einval(baton_gather(NULL, b, 1, BATON_FLOAT32, 0, c), "gather(sendbuf NULL)",
-                "sendbuf");
-  expect_einval(baton_gather(a, NULL, 1, BATON_FLOAT32, me, c),
-                "gather(recvbuf NULL on the root)", "recvbuf");
+  expect_einval(baton_gather(a, b, 1, BATON_FLOAT32, T.size, c), "gather(root == size)", "root");
+  expect_einval(baton_gather(NULL, b, 1, BATON_FLOAT32, 0, c), "gather(sendbuf NULL)", "sendbuf");
+  expect_einval(baton_gather(a, NULL, 1, BATON_FLOAT32, me, c), "gather(recvbuf NULL on the root)",
+                "recvbuf");
   expect_einval(baton_gather(a, b, SIZE_MAX / 4, BATON_FLOAT32, 0, c),
                 "gather(sendcount SIZE_MAX/4 float32)", "count");
   expect_einval(baton_scatter(a, b, 1, BATON_FLOAT32, -7, c), "scatter(root -7)", "root");
   expect_einval(baton_scatter(NULL, b, 1, BATON_FLOAT32, me, c),
                 "scatter(sendbuf NULL on the root)", "sendbuf");
-  expect_einval(baton_scatter(a, NULL, 1, BATON_FLOAT32, 0, c), "scatter(recvbuf NULL)",
-                "recvbuf");
+  expect_einval(baton_scatter(a, NULL, 1, BATON_FLOAT32, 0, c), "scatter(recvbuf NULL)", "recvbuf");
   expect_einval(baton_scatter(a, b, 1, BAD_DTYPE_HI, 0, c), "scatter(dtype 99)", "dtype");
   expect_null_comm(baton_reduce(a, b, 4, BATON_FLOAT32, BATON_SUM, 0, NULL),
                    "reduce(comm NULL) did not return BATON_EINVAL");
@@ -308,10 +285,8 @@ static void test_alltoall_v_args(void) {
     displs[r] = (size_t)r;
     huge[r] = SIZE_MAX / 4;
   }
-  expect_einval(baton_alltoall(NULL, b, 1, BATON_FLOAT32, c), "alltoall(sendbuf NULL)",
-                "sendbuf");
-  expect_einval(baton_alltoall(a, NULL, 1, BATON_FLOAT32, c), "alltoall(recvbuf NULL)",
-                "recvbuf");
+  expect_einval(baton_alltoall(NULL, b, 1, BATON_FLOAT32, c), "alltoall(sendbuf NULL)", "sendbuf");
+  expect_einval(baton_alltoall(a, NULL, 1, BATON_FLOAT32, c), "alltoall(recvbuf NULL)", "recvbuf");
   expect_einval(baton_alltoall(a, b, SIZE_MAX / 4, BATON_FLOAT32, c),
                 "alltoall(count SIZE_MAX/4 float32)", "count");
   expect_null_comm(baton_alltoall(a, b, 1, BATON_FLOAT32, NULL),
@@ -368,15 +343,16 @@ static void test_valid_new_calls(void) {
   tally_record(&T, tally_rc(&T, baton_scatter(NULL, NULL, 0, BATON_INT32, 0, c),
                             "scatter(NULL, NULL, count 0)"));
   if (n <= 16) {
-    tally_record(&T, tally_rc(&T, baton_allgatherv(NULL, 0, NULL, zeros, zeros, BATON_INT32,
-                                                   c), "allgatherv(all counts 0)"));
-    tally_record(&T, tally_rc(&T, baton_reduce_scatterv(NULL, NULL, zeros, BATON_INT32,
-                                                        BATON_SUM, c),
-                              "reduce_scatterv(all counts 0)"));
+    tally_record(&T, tally_rc(&T, baton_allgatherv(NULL, 0, NULL, zeros, zeros, BATON_INT32, c),
+                              "allgatherv(all counts 0)"));
+    tally_record(&T,
+                 tally_rc(&T, baton_reduce_scatterv(NULL, NULL, zeros, BATON_INT32, BATON_SUM, c),
+                          "reduce_scatterv(all counts 0)"));
   }
   int64_t mine[2] = {rank + 1, -2}, sum[2] = {0, 0};
-  int ok = tally_rc(&T, baton_reduce(mine, rank == root ? sum : NULL, 2, BATON_INT64,
-                                     BATON_SUM, root, c), "reduce(recvbuf NULL off the root)");
+  int ok = tally_rc(
+      &T, baton_reduce(mine, rank == root ? sum : NULL, 2, BATON_INT64, BATON_SUM, root, c),
+      "reduce(recvbuf NULL off the root)");
   check(ok && (rank != root || (sum[0] == (int64_t)n * (n + 1) / 2 && sum[1] == -2 * n)),
         "reduce after invalid calls: wrong result");
   int64_t *all = calloc((size_t)n, sizeof *all), got = -1;
@@ -398,11 +374,9 @@ static void test_valid_new_calls(void) {
 static void test_valid_calls(void) {
   baton_comm_t *c = T.comm;
   int n = T.size, rank = T.rank;
-  tally_record(&T, tally_rc(&T, baton_allreduce(NULL, NULL, 0, BATON_INT32,
-                                                BATON_SUM, c),
+  tally_record(&T, tally_rc(&T, baton_allreduce(NULL, NULL, 0, BATON_INT32, BATON_SUM, c),
                             "allreduce(NULL, NULL, count 0)"));
-  tally_record(&T, tally_rc(&T, baton_reduce_scatter(NULL, NULL, 0, BATON_INT32,
-                                                     BATON_SUM, c),
+  tally_record(&T, tally_rc(&T, baton_reduce_scatter(NULL, NULL, 0, BATON_INT32, BATON_SUM, c),
                             "reduce_scatter(NULL, NULL, count 0)"));
   tally_record(&T, tally_rc(&T, baton_allgather(NULL, NULL, 0, BATON_INT32, c),
                             "allgather(NULL, NULL, count 0)"));
@@ -412,8 +386,8 @@ static void test_valid_calls(void) {
   check(ok && w[0] == n * (n + 1) / 2 && w[1] == -n * (n - 1) / 2 && w[2] == 7 * n,
         "allreduce after invalid calls: wrong result");
   int64_t mine = 1000 + rank, *all = calloc((size_t)n, sizeof *all);
-  ok = tally_rc(&T, baton_allgather(&mine, all, 1, BATON_INT64, c),
-                "allgather after invalid calls");
+  ok =
+      tally_rc(&T, baton_allgather(&mine, all, 1, BATON_INT64, c), "allgather after invalid calls");
   for (int r = 0; ok && r < n; r++)
     ok = all[r] == 1000 + r;
   check(ok, "allgather after invalid calls: wrong result");
@@ -432,9 +406,9 @@ typedef struct {
   const char *what;
   const char *var, *value; /* value NULL: unset var */
   int expect_rc;
-  const char *word; /* baton_last_init_error() must contain it */
-  int null_arg;     /* call baton_comm_init(NULL) */
-  int real_store;   /* keep the job's BATON_ADDR: the parent's store answers */
+  const char *word;     /* baton_last_init_error() must contain it */
+  int null_arg;         /* call baton_comm_init(NULL) */
+  int real_store;       /* keep the job's BATON_ADDR: the parent's store answers */
   const char *not_word; /* ... and must not contain it (a secret) */
 } init_case_t;
 
@@ -459,12 +433,13 @@ static void init_child(const init_case_t *k) {
   baton_comm_t *comm = (baton_comm_t *)&comm; /* must be reset to NULL */
   int rc = baton_comm_init(k->null_arg ? NULL : &comm);
   const char *e = baton_last_init_error();
-  int ok = rc == k->expect_rc && (k->null_arg || comm == NULL) && e && *e &&
-           strstr(e, k->word) && !(k->not_word && strstr(e, k->not_word));
+  int ok = rc == k->expect_rc && (k->null_arg || comm == NULL) && e && *e && strstr(e, k->word) &&
+           !(k->not_word && strstr(e, k->not_word));
   if (!ok)
-    fprintf(stderr, "rank %d: baton_comm_init with %s: returned %s, comm %s, "
-            "error \"%s\"; expected %s naming '%s'\n", T.rank, k->what,
-            baton_err_name(rc), comm ? "not NULL" : "NULL", e ? e : "(null)",
+    fprintf(stderr,
+            "rank %d: baton_comm_init with %s: returned %s, comm %s, "
+            "error \"%s\"; expected %s naming '%s'\n",
+            T.rank, k->what, baton_err_name(rc), comm ? "not NULL" : "NULL", e ? e : "(null)",
             baton_err_name(k->expect_rc), k->word);
   _exit(ok ? 0 : 1); /* skip atexit handlers: they belong to the parent */
 }
@@ -480,8 +455,7 @@ static void run_init_case(const init_case_t *k) {
     return;
   }
   if (WIFSIGNALED(status))
-    tally_say(&T, "baton_comm_init with %s: child killed by signal %d%s",
-              k->what, WTERMSIG(status),
+    tally_say(&T, "baton_comm_init with %s: child killed by signal %d%s", k->what, WTERMSIG(status),
               WTERMSIG(status) == SIGALRM ? " (hung for 20 s)" : "");
   tally_record(&T, WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
@@ -503,8 +477,8 @@ static void test_init_env(void) {
       {"BATON_ADDR unset", "BATON_ADDR", NULL, BATON_EUSAGE, "BATON_ADDR", 0, 0, NULL},
       {"BATON_ADDR=nocolon", "BATON_ADDR", "nocolon", BATON_EUSAGE, "BATON_ADDR", 0, 0, NULL},
       {"BATON_TIMEOUT=abc", "BATON_TIMEOUT", "abc", BATON_EUSAGE, "BATON_TIMEOUT", 0, 0, NULL},
-      {"BATON_SEGMENT_BYTES=abc", "BATON_SEGMENT_BYTES", "abc", BATON_EUSAGE,
-       "BATON_SEGMENT_BYTES", 0, 0, NULL},
+      {"BATON_SEGMENT_BYTES=abc", "BATON_SEGMENT_BYTES", "abc", BATON_EUSAGE, "BATON_SEGMENT_BYTES",
+       0, 0, NULL},
       {"no store listening (BATON_TIMEOUT=2)", NULL, NULL, BATON_ETIMEDOUT, "", 0, 0, NULL},
       {"a NULL comm pointer", NULL, NULL, BATON_EINVAL, "comm", 1, 0, NULL},
       /* Every other knob, out of range or malformed. */
@@ -515,25 +489,27 @@ static void test_init_env(void) {
       {"BATON_TIMEOUT=0", "BATON_TIMEOUT", "0", BATON_EUSAGE, "BATON_TIMEOUT", 0, 0, NULL},
       {"BATON_TIMEOUT=-1", "BATON_TIMEOUT", "-1", BATON_EUSAGE, "BATON_TIMEOUT", 0, 0, NULL},
       {"BATON_DEBUG=LOUD", "BATON_DEBUG", "LOUD", BATON_EUSAGE, "BATON_DEBUG", 0, 0, NULL},
-      {"BATON_DEBUG_SUBSYS=DISK", "BATON_DEBUG_SUBSYS", "DISK", BATON_EUSAGE,
-       "BATON_DEBUG_SUBSYS", 0, 0, NULL},
-      {"BATON_DEBUG_SUBSYS empty", "BATON_DEBUG_SUBSYS", "", BATON_EUSAGE,
-       "BATON_DEBUG_SUBSYS", 0, 0, NULL},
-      {"BATON_SEGMENT_BYTES=63", "BATON_SEGMENT_BYTES", "63", BATON_EUSAGE,
-       "BATON_SEGMENT_BYTES", 0, 0, NULL},
+      {"BATON_DEBUG_SUBSYS=DISK", "BATON_DEBUG_SUBSYS", "DISK", BATON_EUSAGE, "BATON_DEBUG_SUBSYS",
+       0, 0, NULL},
+      {"BATON_DEBUG_SUBSYS empty", "BATON_DEBUG_SUBSYS", "", BATON_EUSAGE, "BATON_DEBUG_SUBSYS", 0,
+       0, NULL},
+      {"BATON_SEGMENT_BYTES=63", "BATON_SEGMENT_BYTES", "63", BATON_EUSAGE, "BATON_SEGMENT_BYTES",
+       0, 0, NULL},
       {"BATON_SEGMENT_BYTES=128M", "BATON_SEGMENT_BYTES", "128M", BATON_EUSAGE,
        "BATON_SEGMENT_BYTES", 0, 0, NULL},
       {"BATON_SHM_SLOTS=3", "BATON_SHM_SLOTS", "3", BATON_EUSAGE, "BATON_SHM_SLOTS", 0, 0, NULL},
-      {"BATON_SHM_SLOTS=2.5", "BATON_SHM_SLOTS", "2.5", BATON_EUSAGE, "BATON_SHM_SLOTS", 0, 0, NULL},
+      {"BATON_SHM_SLOTS=2.5", "BATON_SHM_SLOTS", "2.5", BATON_EUSAGE, "BATON_SHM_SLOTS", 0, 0,
+       NULL},
       {"BATON_SPIN_US=-1", "BATON_SPIN_US", "-1", BATON_EUSAGE, "BATON_SPIN_US", 0, 0, NULL},
-      {"BATON_FLAT_BYTES=32M", "BATON_FLAT_BYTES", "32M", BATON_EUSAGE, "BATON_FLAT_BYTES", 0, 0, NULL},
-      {"BATON_STREAM_BYTES=1X", "BATON_STREAM_BYTES", "1X", BATON_EUSAGE,
-       "BATON_STREAM_BYTES", 0, 0, NULL},
-      {"BATON_SECRET of 300 bytes", "BATON_SECRET", SECRET_300, BATON_EUSAGE, "BATON_SECRET",
-       0, 0, "xxxxxxxx"},
+      {"BATON_FLAT_BYTES=32M", "BATON_FLAT_BYTES", "32M", BATON_EUSAGE, "BATON_FLAT_BYTES", 0, 0,
+       NULL},
+      {"BATON_STREAM_BYTES=1X", "BATON_STREAM_BYTES", "1X", BATON_EUSAGE, "BATON_STREAM_BYTES", 0,
+       0, NULL},
+      {"BATON_SECRET of 300 bytes", "BATON_SECRET", SECRET_300, BATON_EUSAGE, "BATON_SECRET", 0, 0,
+       "xxxxxxxx"},
       /* The job's real store, with the wrong secret and with none. */
-      {"a wrong BATON_SECRET", "BATON_SECRET", "not-the-job-secret", BATON_EAUTH, "secret",
-       0, 1, "not-the-job-secret"},
+      {"a wrong BATON_SECRET", "BATON_SECRET", "not-the-job-secret", BATON_EAUTH, "secret", 0, 1,
+       "not-the-job-secret"},
       {"BATON_SECRET unset", "BATON_SECRET", NULL, BATON_EAUTH, "BATON_SECRET", 0, 1, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -563,8 +539,10 @@ static void test_init_rank_args(void) {
     int rc = baton_comm_init_rank(&c, bad[i].size, &id, bad[i].rank);
     const char *e = baton_last_init_error();
     if (!tally_record(&T, rc == BATON_EINVAL && c == NULL && strstr(e, bad[i].word)))
-      tally_say(&T, "baton_comm_init_rank(size %d, rank %d): %s, \"%s\"; want BATON_EINVAL "
-                "naming %s", bad[i].size, bad[i].rank, baton_err_name(rc), e, bad[i].word);
+      tally_say(&T,
+                "baton_comm_init_rank(size %d, rank %d): %s, \"%s\"; want BATON_EINVAL "
+                "naming %s",
+                bad[i].size, bad[i].rank, baton_err_name(rc), e, bad[i].word);
   }
   int rc = baton_comm_init_rank(NULL, 1, &id, 0);
   if (!tally_record(&T, rc == BATON_EINVAL && strstr(baton_last_init_error(), "comm")))

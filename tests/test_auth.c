@@ -54,7 +54,8 @@ static void pair(const char *cs, const char *ss, int want_c, int want_s) {
   side_t srv = {.fd = sv[1], .s = secret_of(ss)}, cli = {.fd = sv[0], .s = secret_of(cs)};
   pthread_t th;
   pthread_create(&th, NULL, server_side, &srv);
-  cli.rc = baton__auth_client(cli.fd, &cli.s, "the server", baton__now() + 5, cli.err, sizeof cli.err);
+  cli.rc =
+      baton__auth_client(cli.fd, &cli.s, "the server", baton__now() + 5, cli.err, sizeof cli.err);
   pthread_join(th, NULL);
   EXPECT_RC(cli.rc, want_c, cli.err);
   EXPECT_RC(srv.rc, want_s, srv.err);
@@ -77,7 +78,8 @@ static void test_pairs(void) {
   memset(big, 'x', sizeof big - 1);
   big[sizeof big - 1] = '\0';
   EXPECT_RC(baton__secret_set(&s, big, err, sizeof err), BATON_EUSAGE, err);
-  EXPECT(strstr(err, "BATON_SECRET") != NULL, "too long a secret: the error names the knob: %s", err);
+  EXPECT(strstr(err, "BATON_SECRET") != NULL, "too long a secret: the error names the knob: %s",
+         err);
   big[BATON__AUTH_SECRET_MAX] = '\0';
   EXPECT_RC(baton__secret_set(&s, big, err, sizeof err), BATON_OK, err);
 }
@@ -111,7 +113,8 @@ static void expect_connect_rc(int port, const char *text, int want, const char *
     baton__store_close(st);
   }
   EXPECT_RC(rc, want, err);
-  EXPECT(strstr(err, needle) != NULL, "secret \"%s\": the error should say \"%s\": %s", text, needle, err);
+  EXPECT(strstr(err, needle) != NULL, "secret \"%s\": the error should say \"%s\": %s", text,
+         needle, err);
   printf("  connect with secret \"%s\": %s: %s\n", text, baton_err_name(rc), err);
 }
 
@@ -156,7 +159,8 @@ static void test_store(void) {
   char err[BATON__ERRLEN] = "";
   int port = free_port(), open_port = free_port();
   EXPECT_RC(baton__store_serve(LOOP, port, &s, 1.0, &srv, err, sizeof err), BATON_OK, err);
-  EXPECT_RC(baton__store_serve(LOOP, open_port, &none, 1.0, &open_srv, err, sizeof err), BATON_OK, err);
+  EXPECT_RC(baton__store_serve(LOOP, open_port, &none, 1.0, &open_srv, err, sizeof err), BATON_OK,
+            err);
   if (!srv || !open_srv)
     return;
 
@@ -178,7 +182,8 @@ static void test_store(void) {
   expect_refused(port, "HTTP", "GET / HTTP/1.1\r\n\r\n", 18, BATON__AUTH_MALFORMED);
   baton__store_hdr_pack(junk, BATON__OP_GET, 3, 0);
   memcpy(junk + BATON__STORE_HDR, "key", 3);
-  expect_refused(port, "a GET without a handshake", junk, BATON__STORE_HDR + 3, BATON__AUTH_SECRET_REQUIRED);
+  expect_refused(port, "a GET without a handshake", junk, BATON__STORE_HDR + 3,
+                 BATON__AUTH_SECRET_REQUIRED);
   memcpy(junk, rec, BATON__AUTH_HDR);
   junk[12] = 0xff, junk[15] = 0x7f; /* a HELLO claiming a 2 GiB body */
   expect_refused(port, "a huge body length", junk, BATON__AUTH_HDR, BATON__AUTH_MALFORMED);
@@ -219,8 +224,8 @@ static void test_crowd(void) {
     setrlimit(RLIMIT_NOFILE, &lim);
   }
   if (lim.rlim_cur < 2 * CROWD + 64) {
-    printf("  skipped: the open file limit (%llu) is below %d\n",
-           (unsigned long long)lim.rlim_cur, 2 * CROWD + 64);
+    printf("  skipped: the open file limit (%llu) is below %d\n", (unsigned long long)lim.rlim_cur,
+           2 * CROWD + 64);
     return;
   }
   EXPECT_RC(baton__store_serve(LOOP, port, &s, 60, &srv, err, sizeof err), BATON_OK, err);
@@ -251,7 +256,8 @@ static void test_unique_id(void) {
   EXPECT_RC(baton_get_unique_id(&id), BATON_OK, baton_last_init_error());
   bad = id;
   char *nonce = strrchr(bad.internal, ' ');
-  EXPECT(nonce && strlen(nonce) == 33, "a unique id ends with a 32-digit nonce: %.128s", id.internal);
+  EXPECT(nonce && strlen(nonce) == 33, "a unique id ends with a 32-digit nonce: %.128s",
+         id.internal);
   if (!nonce || strlen(nonce) != 33)
     return;
   nonce[1] = nonce[1] == '0' ? '1' : '0';

@@ -42,27 +42,39 @@
 #include "common.h"
 #include "ref.h"
 
-#define GUARD 64       /* bytes checked on each side of a receive buffer */
+#define GUARD 64 /* bytes checked on each side of a receive buffer */
 #define GUARD_BYTE 0xa5
-#define POISON 0xcd    /* fills an out-of-place receive buffer before a call */
-#define MAX_SHOWN 3    /* mismatching elements printed per case */
+#define POISON 0xcd /* fills an out-of-place receive buffer before a call */
+#define MAX_SHOWN 3 /* mismatching elements printed per case */
 
-enum { ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BROADCAST, REDUCE, ALLTOALL, GATHER, SCATTER,
-       ALLGATHERV, REDUCE_SCATTERV, BARRIER, CONSISTENCY, NCOLLS };
+enum {
+  ALLREDUCE,
+  REDUCE_SCATTER,
+  ALLGATHER,
+  BROADCAST,
+  REDUCE,
+  ALLTOALL,
+  GATHER,
+  SCATTER,
+  ALLGATHERV,
+  REDUCE_SCATTERV,
+  BARRIER,
+  CONSISTENCY,
+  NCOLLS
+};
 static const char *const coll_names[NCOLLS] = {
-    "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "alltoall", "gather",
-    "scatter", "allgatherv", "reduce_scatterv", "barrier", "consistency"};
+    "allreduce", "reduce_scatter", "allgather",  "broadcast",       "reduce",  "alltoall",
+    "gather",    "scatter",        "allgatherv", "reduce_scatterv", "barrier", "consistency"};
 /* Collectives without a reduction operator. */
-#define NO_OP(coll)                                                                     \
-  ((coll) == ALLGATHER || (coll) == BROADCAST || (coll) == ALLTOALL || (coll) == GATHER || \
+#define NO_OP(coll)                                                                                \
+  ((coll) == ALLGATHER || (coll) == BROADCAST || (coll) == ALLTOALL || (coll) == GATHER ||         \
    (coll) == SCATTER || (coll) == ALLGATHERV)
-#define ROOTED(coll) \
+#define ROOTED(coll)                                                                               \
   ((coll) == BROADCAST || (coll) == REDUCE || (coll) == GATHER || (coll) == SCATTER)
 static const char *const dtype_names[BATON_DTYPE_COUNT] = {
-    "int8",  "uint8",   "int32",    "uint32",  "int64",
+    "int8",   "uint8",   "int32",    "uint32",  "int64",
     "uint64", "float16", "bfloat16", "float32", "float64"};
-static const char *const op_names[BATON_OP_COUNT] = {"sum", "prod", "min",
-                                                     "max", "avg"};
+static const char *const op_names[BATON_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
 
 typedef struct {
   tally_t t;
@@ -85,7 +97,7 @@ typedef struct {
   baton_dtype_t dt;
   baton_op_t op; /* ignored by allgather and broadcast */
   size_t count;
-  int root;      /* rooted collectives */
+  int root; /* rooted collectives */
   int inplace;
   size_t send_shift, recv_shift; /* bytes: buffers need not be 16-aligned */
   gen_spec_t gen;
@@ -97,8 +109,7 @@ typedef struct {
 
 /* Every case draws different inputs; every rank draws the same ones. */
 static uint64_t case_seed(int coll, baton_dtype_t dt, int op, size_t count) {
-  uint64_t key = (uint64_t)coll << 56 ^ (uint64_t)dt << 48 ^
-                 (uint64_t)op << 40 ^ count;
+  uint64_t key = (uint64_t)coll << 56 ^ (uint64_t)dt << 48 ^ (uint64_t)op << 40 ^ count;
   return ref_mix64(ref_mix64(key));
 }
 
@@ -107,11 +118,9 @@ static void case_name(case_t *c) {
   if (ROOTED(c->coll))
     snprintf(root, sizeof root, " root %d", c->root);
   int v = c->coll == ALLGATHERV || c->coll == REDUCE_SCATTERV;
-  snprintf(c->name, sizeof c->name, "%s %s%s%s count %zu%s%s %s",
-           coll_names[c->coll], dtype_names[c->dt],
-           NO_OP(c->coll) ? "" : " ",
-           NO_OP(c->coll) ? "" : op_names[c->op], c->count, v ? " (uneven)" : "", root,
-           c->inplace ? "in-place" : "out-of-place");
+  snprintf(c->name, sizeof c->name, "%s %s%s%s count %zu%s%s %s", coll_names[c->coll],
+           dtype_names[c->dt], NO_OP(c->coll) ? "" : " ", NO_OP(c->coll) ? "" : op_names[c->op],
+           c->count, v ? " (uneven)" : "", root, c->inplace ? "in-place" : "out-of-place");
 }
 
 /*
@@ -119,33 +128,26 @@ static void case_name(case_t *c) {
  * the element but not necessarily to a vector or a cache line, so the
  * counts' low bits shift each buffer by one element or not.
  */
-static unsigned char *send_buf(const test_t *T, const case_t *c) {
-  return T->send + c->send_shift;
-}
+static unsigned char *send_buf(const test_t *T, const case_t *c) { return T->send + c->send_shift; }
 
-static unsigned char *recv_buf(const test_t *T, const case_t *c) {
-  return T->recv + c->recv_shift;
-}
+static unsigned char *recv_buf(const test_t *T, const case_t *c) { return T->recv + c->recv_shift; }
 
 /* ----------------------------------------------------------- checking */
 
-static void format_elem(char *buf, size_t cap, baton_dtype_t dt,
-                        uint64_t bits) {
+static void format_elem(char *buf, size_t cap, baton_dtype_t dt, uint64_t bits) {
   int hex = 2 * (int)ref_size(dt);
   if (ref_is_float(dt))
-    snprintf(buf, cap, "%.9g (0x%0*llx)", ref_to_double(dt, bits), hex,
-             (unsigned long long)bits);
+    snprintf(buf, cap, "%.9g (0x%0*llx)", ref_to_double(dt, bits), hex, (unsigned long long)bits);
   else if (ref_is_signed(dt))
     snprintf(buf, cap, "%lld (0x%0*llx)", (long long)ref_sext(dt, bits), hex,
              (unsigned long long)bits);
   else
-    snprintf(buf, cap, "%llu (0x%0*llx)", (unsigned long long)bits, hex,
-             (unsigned long long)bits);
+    snprintf(buf, cap, "%llu (0x%0*llx)", (unsigned long long)bits, hex, (unsigned long long)bits);
 }
 
 /* Compares n elements bitwise; prints the first few that differ. */
-static int check_elems(test_t *T, const case_t *c, const char *what,
-                       const void *got, const void *want, size_t n) {
+static int check_elems(test_t *T, const case_t *c, const char *what, const void *got,
+                       const void *want, size_t n) {
   size_t bad = 0;
   if (memcmp(got, want, n * ref_size(c->dt)) == 0)
     return 1;
@@ -156,11 +158,9 @@ static int check_elems(test_t *T, const case_t *c, const char *what,
     char gs[64], ws[64];
     format_elem(gs, sizeof gs, c->dt, g);
     format_elem(ws, sizeof ws, c->dt, w);
-    tally_say(&T->t, "%s: %s index %zu: got %s, expected %s", c->name, what,
-              i, gs, ws);
+    tally_say(&T->t, "%s: %s index %zu: got %s, expected %s", c->name, what, i, gs, ws);
   }
-  tally_say(&T->t, "%s: %s: %zu of %zu elements differ", c->name, what, bad,
-            n);
+  tally_say(&T->t, "%s: %s: %zu of %zu elements differ", c->name, what, bad, n);
   return 0;
 }
 
@@ -170,17 +170,14 @@ static void guard_set(unsigned char *buf, size_t len) {
   memset(buf + len, GUARD_BYTE, GUARD);
 }
 
-static int guard_ok(test_t *T, const case_t *c, const unsigned char *buf,
-                    size_t len) {
+static int guard_ok(test_t *T, const case_t *c, const unsigned char *buf, size_t len) {
   for (int i = 0; i < GUARD; i++) {
     if (buf[-1 - i] != GUARD_BYTE) {
-      tally_say(&T->t, "%s: byte %d before recvbuf was overwritten", c->name,
-                i + 1);
+      tally_say(&T->t, "%s: byte %d before recvbuf was overwritten", c->name, i + 1);
       return 0;
     }
     if (buf[len + i] != GUARD_BYTE) {
-      tally_say(&T->t, "%s: byte %d past the end of recvbuf was overwritten",
-                c->name, i);
+      tally_say(&T->t, "%s: byte %d past the end of recvbuf was overwritten", c->name, i);
       return 0;
     }
   }
@@ -192,15 +189,13 @@ static int guard_ok(test_t *T, const case_t *c, const unsigned char *buf,
  * around the receive region [region, region + region_bytes), the send buffer
  * (out of place it must still hold the input) and the n result elements.
  */
-static int check_case(test_t *T, const case_t *c, int rc,
-                      const unsigned char *region, size_t region_bytes,
-                      size_t send_elems, const void *result, size_t n) {
+static int check_case(test_t *T, const case_t *c, int rc, const unsigned char *region,
+                      size_t region_bytes, size_t send_elems, const void *result, size_t n) {
   if (!tally_rc(&T->t, rc, c->name))
     return 0;
   int ok = guard_ok(T, c, region, region_bytes);
   if (!c->inplace)
-    ok &= check_elems(T, c, "sendbuf (modified)", send_buf(T, c), T->input,
-                      send_elems);
+    ok &= check_elems(T, c, "sendbuf (modified)", send_buf(T, c), T->input, send_elems);
   return check_elems(T, c, "result", result, T->expect, n) && ok;
 }
 
@@ -213,8 +208,7 @@ static int run_allreduce(test_t *T, const case_t *c) {
   if (!c->inplace)
     memset(out, POISON, bytes);
   guard_set(out, bytes);
-  int rc = baton_allreduce(c->inplace ? out : in, out, c->count, c->dt,
-                           c->op, T->t.comm);
+  int rc = baton_allreduce(c->inplace ? out : in, out, c->count, c->dt, c->op, T->t.comm);
   return check_case(T, c, rc, out, bytes, c->count, out, c->count);
 }
 
@@ -233,8 +227,7 @@ static int run_reduce_scatter(test_t *T, const case_t *c) {
     memset(out, POISON, region);
   }
   guard_set(buf, region);
-  int rc = baton_reduce_scatter(c->inplace ? buf : in, out, n, c->dt,
-                                c->op, T->t.comm);
+  int rc = baton_reduce_scatter(c->inplace ? buf : in, out, n, c->dt, c->op, T->t.comm);
   return check_case(T, c, rc, buf, region, all, out, n);
 }
 
@@ -245,8 +238,7 @@ static int run_allgather(test_t *T, const case_t *c) {
   memset(out, POISON, all * esz);
   memcpy(c->inplace ? mine : in, T->input, n * esz);
   guard_set(out, all * esz);
-  int rc = baton_allgather(c->inplace ? mine : in, out, n, c->dt,
-                           T->t.comm);
+  int rc = baton_allgather(c->inplace ? mine : in, out, n, c->dt, T->t.comm);
   return check_case(T, c, rc, out, all * esz, n, out, all);
 }
 
@@ -273,8 +265,8 @@ static int run_reduce(test_t *T, const case_t *c) {
   if (!c->inplace || !root)
     memset(out, POISON, bytes);
   guard_set(out, bytes);
-  int rc = baton_reduce(c->inplace && root ? out : in, root || !c->inplace ? out : NULL,
-                        c->count, c->dt, c->op, c->root, T->t.comm);
+  int rc = baton_reduce(c->inplace && root ? out : in, root || !c->inplace ? out : NULL, c->count,
+                        c->dt, c->op, c->root, T->t.comm);
   return check_case(T, c, rc, out, bytes, c->count, out, c->count);
 }
 
@@ -299,8 +291,7 @@ static int run_gather(test_t *T, const case_t *c) {
   memset(out, POISON, all * esz);
   memcpy(send, T->input, n * esz);
   guard_set(out, all * esz);
-  int rc = baton_gather(send, root || !c->inplace ? out : NULL, n, c->dt, c->root,
-                        T->t.comm);
+  int rc = baton_gather(send, root || !c->inplace ? out : NULL, n, c->dt, c->root, T->t.comm);
   return check_case(T, c, rc, out, all * esz, n, out, all);
 }
 
@@ -333,8 +324,8 @@ static int run_allgatherv(test_t *T, const case_t *c) {
   memset(out, POISON, span * esz);
   memcpy(c->inplace ? mine : in, T->input, n * esz);
   guard_set(out, span * esz);
-  int rc = baton_allgatherv(c->inplace ? mine : in, n, out, T->vcounts, T->displs, c->dt,
-                            T->t.comm);
+  int rc =
+      baton_allgatherv(c->inplace ? mine : in, n, out, T->vcounts, T->displs, c->dt, T->t.comm);
   return check_case(T, c, rc, out, span * esz, n, out, span);
 }
 
@@ -351,8 +342,7 @@ static int run_reduce_scatterv(test_t *T, const case_t *c) {
     memset(out, POISON, region);
   }
   guard_set(buf, region);
-  int rc = baton_reduce_scatterv(c->inplace ? buf : in, out, T->vcounts, c->dt, c->op,
-                                 T->t.comm);
+  int rc = baton_reduce_scatterv(c->inplace ? buf : in, out, T->vcounts, c->dt, c->op, T->t.comm);
   return check_case(T, c, rc, buf, region, all, out, n);
 }
 
@@ -391,8 +381,7 @@ static void prepare(test_t *T, const case_t *c) {
     break;
   case REDUCE_SCATTER:
     ref_fill(T->input, c->dt, &c->gen, c->seed, rank, 0, n * (size_t)size);
-    ref_reduce(T->expect, c->dt, c->op, &c->gen, c->seed, size,
-               (size_t)rank * n, n);
+    ref_reduce(T->expect, c->dt, c->op, &c->gen, c->seed, size, (size_t)rank * n, n);
     break;
   case BROADCAST:
     ref_fill(T->expect, c->dt, &c->gen, c->seed, c->root, 0, n);
@@ -410,8 +399,7 @@ static void prepare(test_t *T, const case_t *c) {
   case ALLTOALL: /* block q of rank r's input is element r*n on of rank q's */
     ref_fill(T->input, c->dt, &c->gen, c->seed, rank, 0, n * (size_t)size);
     for (int q = 0; q < size; q++)
-      ref_fill(T->expect + (size_t)q * n * esz, c->dt, &c->gen, c->seed, q, (size_t)rank * n,
-               n);
+      ref_fill(T->expect + (size_t)q * n * esz, c->dt, &c->gen, c->seed, q, (size_t)rank * n, n);
     break;
   case GATHER:
     ref_fill(T->input, c->dt, &c->gen, c->seed, rank, 0, n);
@@ -431,13 +419,11 @@ static void prepare(test_t *T, const case_t *c) {
     break;
   case REDUCE_SCATTERV:
     ref_fill(T->input, c->dt, &c->gen, c->seed, rank, 0, T->vtotal);
-    ref_reduce(T->expect, c->dt, c->op, &c->gen, c->seed, size, T->prefix[rank],
-               T->vcounts[rank]);
+    ref_reduce(T->expect, c->dt, c->op, &c->gen, c->seed, size, T->prefix[rank], T->vcounts[rank]);
     break;
   default: /* ALLGATHER */
     for (int q = 0; q < size; q++)
-      ref_fill(T->expect + (size_t)q * n * esz, c->dt, &c->gen, c->seed, q, 0,
-               n);
+      ref_fill(T->expect + (size_t)q * n * esz, c->dt, &c->gen, c->seed, q, 0, n);
     memcpy(T->input, T->expect + (size_t)rank * n * esz, n * esz);
     break;
   }
@@ -465,8 +451,7 @@ static int all_roots(const test_t *T, size_t count) {
 
 /* Runs one (dtype, op, count) in both modes, for each root of a rooted
  * collective; op is -1 for collectives without one. */
-static void sweep_one(test_t *T, int coll, baton_dtype_t dt, int op,
-                      size_t count) {
+static void sweep_one(test_t *T, int coll, baton_dtype_t dt, int op, size_t count) {
   case_t c = {.coll = coll, .dt = dt, .op = op < 0 ? BATON_SUM : op, .count = count};
   c.send_shift = ((count >> 1) & 1) * ref_size(dt);
   c.recv_shift = (count & 1) * ref_size(dt);
@@ -498,10 +483,18 @@ static int served(test_t *T, int coll) {
   memset(in, 0, 8 * n);
   int rc;
   switch (coll) {
-  case REDUCE: rc = baton_reduce(in, out, 1, BATON_INT32, BATON_SUM, 0, comm); break;
-  case ALLTOALL: rc = baton_alltoall(in, out, 1, BATON_INT32, comm); break;
-  case GATHER: rc = baton_gather(in, out, 1, BATON_INT32, 0, comm); break;
-  case SCATTER: rc = baton_scatter(in, out, 1, BATON_INT32, 0, comm); break;
+  case REDUCE:
+    rc = baton_reduce(in, out, 1, BATON_INT32, BATON_SUM, 0, comm);
+    break;
+  case ALLTOALL:
+    rc = baton_alltoall(in, out, 1, BATON_INT32, comm);
+    break;
+  case GATHER:
+    rc = baton_gather(in, out, 1, BATON_INT32, 0, comm);
+    break;
+  case SCATTER:
+    rc = baton_scatter(in, out, 1, BATON_INT32, 0, comm);
+    break;
   case ALLGATHERV:
     if (n > 16)
       return 1;
@@ -512,7 +505,8 @@ static int served(test_t *T, int coll) {
   case REDUCE_SCATTERV:
     rc = n > 16 ? BATON_OK : baton_reduce_scatterv(in, out, ones, BATON_INT32, BATON_SUM, comm);
     break;
-  default: return 1; /* the core collectives always have the ring */
+  default:
+    return 1; /* the core collectives always have the ring */
   }
   const char *why = baton_comm_last_error(comm);
   if (rc == BATON_EUSAGE && strstr(why, "no algorithm")) {
@@ -547,10 +541,14 @@ static void sweep(test_t *T, int coll) {
 /* Unit roundoff of each float type. */
 static double unit_roundoff(baton_dtype_t dt) {
   switch (dt) {
-  case BATON_FLOAT16: return 0x1p-11;
-  case BATON_BFLOAT16: return 0x1p-8;
-  case BATON_FLOAT32: return 0x1p-24;
-  default: return 0x1p-53;
+  case BATON_FLOAT16:
+    return 0x1p-11;
+  case BATON_BFLOAT16:
+    return 0x1p-8;
+  case BATON_FLOAT32:
+    return 0x1p-24;
+  default:
+    return 0x1p-53;
   }
 }
 
@@ -577,8 +575,10 @@ static int check_close(test_t *T, const case_t *c, const void *got) {
     }
     double g = ref_to_double(c->dt, ref_load(got, c->dt, i));
     if (!(fabs(g - exact) <= 2 * (size + 1) * u * mag)) {
-      tally_say(&T->t, "%s: index %zu: got %.17g, exact %.17g, off by more "
-                "than %.3g", c->name, i, g, exact, 2 * (size + 1) * u * mag);
+      tally_say(&T->t,
+                "%s: index %zu: got %.17g, exact %.17g, off by more "
+                "than %.3g",
+                c->name, i, g, exact, 2 * (size + 1) * u * mag);
       return 0;
     }
   }
@@ -590,8 +590,8 @@ static int consistency_case(test_t *T, case_t *c, uint64_t *hash) {
   size_t bytes = c->count * ref_size(c->dt);
   ref_fill(T->input, c->dt, &c->gen, c->seed, T->t.rank, 0, c->count);
   memcpy(c->inplace ? T->recv : T->send, T->input, bytes);
-  int rc = baton_allreduce(c->inplace ? T->recv : T->send, T->recv, c->count,
-                           c->dt, c->op, T->t.comm);
+  int rc =
+      baton_allreduce(c->inplace ? T->recv : T->send, T->recv, c->count, c->dt, c->op, T->t.comm);
   *hash = ref_hash(T->recv, bytes);
   return tally_rc(&T->t, rc, c->name) && check_close(T, c, T->recv);
 }
@@ -602,8 +602,7 @@ static int consistency_case(test_t *T, case_t *c, uint64_t *hash) {
  * result hash is gathered from all ranks and compared with rank 0's.
  */
 static void consistency(test_t *T) {
-  static const baton_dtype_t dts[] = {BATON_FLOAT16, BATON_BFLOAT16,
-                                      BATON_FLOAT32, BATON_FLOAT64};
+  static const baton_dtype_t dts[] = {BATON_FLOAT16, BATON_BFLOAT16, BATON_FLOAT32, BATON_FLOAT64};
   static const baton_op_t ops[] = {BATON_SUM, BATON_AVG, BATON_PROD};
   size_t counts[] = {(size_t)T->t.size + 1, 1009, 65537};
   int ncounts = T->quick ? 2 : 3;
@@ -620,10 +619,8 @@ static void consistency(test_t *T) {
       for (int k = 0; k < ncounts && !T->t.broken; k++) {
         if (!selected(T, dts[d], ops[o], counts[k]))
           continue;
-        case_t c = {.coll = CONSISTENCY, .dt = dts[d], .op = ops[o],
-                    .count = counts[k]};
-        c.gen = ops[o] == BATON_PROD ? (gen_spec_t)REAL(0.5, 2)
-                                     : (gen_spec_t)REAL(-1, 1);
+        case_t c = {.coll = CONSISTENCY, .dt = dts[d], .op = ops[o], .count = counts[k]};
+        c.gen = ops[o] == BATON_PROD ? (gen_spec_t)REAL(0.5, 2) : (gen_spec_t)REAL(-1, 1);
         c.seed = case_seed(CONSISTENCY, c.dt, c.op, c.count);
         for (c.inplace = 0; c.inplace < 2 && !T->t.broken; c.inplace++, n++) {
           case_name(&c);
@@ -637,8 +634,7 @@ static void consistency(test_t *T) {
     for (int i = 0; i < n; i++)
       for (int r = 1; r < T->t.size; r++)
         if (all[(size_t)r * n + i] != all[i]) {
-          tally_say(&T->t, "%s: rank %d's result differs from rank 0's",
-                    names[i], r);
+          tally_say(&T->t, "%s: rank %d's result differs from rank 0's", names[i], r);
           ok[i] = 0;
           break;
         }
@@ -671,12 +667,14 @@ static int barrier_late_rank(test_t *T, int late) {
   times[0] = now_ns();
   ok = ok && tally_rc(&T->t, baton_barrier(T->t.comm), "barrier");
   times[1] = now_ns();
-  ok = ok && tally_rc(&T->t, baton_allgather(times, all, 2, BATON_UINT64,
-                                             T->t.comm), "barrier: allgather");
+  ok = ok && tally_rc(&T->t, baton_allgather(times, all, 2, BATON_UINT64, T->t.comm),
+                      "barrier: allgather");
   for (int r = 0; ok && r < T->t.size; r++)
     if (all[2 * r] > times[1]) {
-      tally_say(&T->t, "barrier: left %.3f ms before rank %d entered (rank %d "
-                "late)", (all[2 * r] - times[1]) / 1e6, r, late);
+      tally_say(&T->t,
+                "barrier: left %.3f ms before rank %d entered (rank %d "
+                "late)",
+                (all[2 * r] - times[1]) / 1e6, r, late);
       ok = 0;
     }
   free(all);
@@ -752,8 +750,7 @@ static void make_counts(test_t *T) {
       j--;
     if (j > 0 && T->counts[j - 1] == all[i])
       continue;
-    memmove(&T->counts[j + 1], &T->counts[j],
-            (size_t)(T->ncounts - j) * sizeof T->counts[0]);
+    memmove(&T->counts[j + 1], &T->counts[j], (size_t)(T->ncounts - j) * sizeof T->counts[0]);
     T->counts[j] = all[i];
     T->ncounts++;
   }

@@ -186,8 +186,7 @@ static void run_mismatch(baton_unique_id_t *ids) {
     int rc = mismatched_call(k, comm, buf);
     double took = now() - t0;
     const char *msg = baton_comm_last_error(comm);
-    check(rc == BATON_EMISMATCH && strstr(msg, "called") && strstr(msg, "while rank") &&
-              took < 2.0,
+    check(rc == BATON_EMISMATCH && strstr(msg, "called") && strstr(msg, "while rank") && took < 2.0,
           "mismatch case %d: %s in %.3f s: %s", k, baton_err_name(rc), took, msg);
     baton_comm_destroy(comm);
   }
@@ -225,8 +224,8 @@ int main(int argc, char **argv) {
     run(argv[2], ids);
     return failed ? 1 : 0;
   }
-  if (argc != 3 || (strcmp(argv[1], "kill") && strcmp(argv[1], "abort") &&
-                    strcmp(argv[1], "mismatch"))) {
+  if (argc != 3 ||
+      (strcmp(argv[1], "kill") && strcmp(argv[1], "abort") && strcmp(argv[1], "mismatch"))) {
     fprintf(stderr, "usage: test_failure kill|abort|mismatch N\n");
     return 2;
   }
@@ -251,8 +250,8 @@ int main(int argc, char **argv) {
     snprintf(rk, sizeof rk, "%d", r);
     if ((kids[r] = fork()) == 0) {
       _Static_assert(NCASES == 5, "one id argument per case");
-      execl("/proc/self/exe", argv[0], "--child", argv[1], sz, rk, hex[0], hex[1], hex[2],
-            hex[3], hex[4], (char *)NULL);
+      execl("/proc/self/exe", argv[0], "--child", argv[1], sz, rk, hex[0], hex[1], hex[2], hex[3],
+            hex[4], (char *)NULL);
       _exit(127);
     }
   }
@@ -264,8 +263,8 @@ int main(int argc, char **argv) {
     int st = 0;
     waitpid(kids[r], &st, 0);
     int killed = strcmp(argv[1], "kill") == 0 && r == size - 1;
-    int ok = killed ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL
-                    : WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    int ok =
+        killed ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL : WIFEXITED(st) && WEXITSTATUS(st) == 0;
     if (!ok) {
       fprintf(stderr, "rank %d: FAIL: exit status 0x%x\n", r, st);
       kids_failed++;

@@ -39,7 +39,8 @@ static void attack_round(const char *host, int port, const baton__secret_t *s) {
   size_t n = record_handshake(port, s, b);
   expect_refused(port, "a recorded handshake played again", b, n, BATON__AUTH_BAD_PROOF);
   b[12] = b[13] = b[14] = b[15] = 0xff; /* the HELLO now claims a 4 GiB body */
-  expect_refused(port, "a handshake header with a 4 GiB body", b, BATON__AUTH_HDR, BATON__AUTH_MALFORMED);
+  expect_refused(port, "a handshake header with a 4 GiB body", b, BATON__AUTH_HDR,
+                 BATON__AUTH_MALFORMED);
 
   baton__secret_set(&wrong, "not the job's secret", err, sizeof err);
   baton__secret_set(&none, "", err, sizeof err);
@@ -47,8 +48,8 @@ static void attack_round(const char *host, int port, const baton__secret_t *s) {
   if (baton__store_connect(host, port, 5, &none, &st, err, sizeof err) == BATON_OK) {
     char v[8];
     size_t len;
-    EXPECT_RC(baton__store_get(st, "shm.name", v, sizeof v, &len, 5, err, sizeof err),
-              BATON_EAUTH, err);
+    EXPECT_RC(baton__store_get(st, "shm.name", v, sizeof v, &len, 5, err, sizeof err), BATON_EAUTH,
+              err);
     baton__store_close(st);
   }
 }

@@ -26,8 +26,8 @@ static void near(double got, double want, const char *what) {
 
 int main(void) {
   const double K = 64.0 * (1 << 20), a = 5e-6, b = 1 / 12.5e9, g = 1 / 20e9;
-  baton__cost_t bw_only = {.alpha = 0, .beta = b}, c = {.alpha = a, .beta = b, .gamma = g,
-                                                       .segment = 256 << 10};
+  baton__cost_t bw_only = {.alpha = 0, .beta = b},
+                c = {.alpha = a, .beta = b, .gamma = g, .segment = 256 << 10};
   near(baton__model_time("allreduce", "ring", 16, K, &bw_only), 2.0 * 15 * (K / 16) * b,
        "ring allreduce, alpha 0: 2(N-1)(K/N)/B");
   near(baton__model_time("allreduce", "ring", 16, K, &c),
@@ -42,7 +42,8 @@ int main(void) {
        2 * (a + K * b + K * g) + 2 * (a + K * b) + K * g, "recursive doubling N=6 folds 2 ranks");
   near(baton__model_time("allreduce", "rhd", 8, K, &c), 6 * a + 1.75 * K * b + 0.875 * K * g,
        "Rabenseifner N=8");
-  near(baton__model_time("alltoall", "pairwise", 4, K, &c), 3 * (a + K / 4 * b), "pairwise alltoall");
+  near(baton__model_time("alltoall", "pairwise", 4, K, &c), 3 * (a + K / 4 * b),
+       "pairwise alltoall");
   near(baton__model_time("allreduce", "naive", 4, K, &c), 2 * a + 3 * (2 * K * b + K * g),
        "naive allreduce N=4: one latency a leg, the bytes one after the other at the hub");
   near(baton__model_time("allreduce", "flat", 4, K, &c), a + 2 * K * b + 3 * K * g,
@@ -58,8 +59,8 @@ int main(void) {
         char what[96];
         snprintf(what, sizeof what, "a formula for %s %s", algos[i].name,
                  baton__coll_name((baton__coll_t)coll));
-        double t = baton__model_time(baton__coll_name((baton__coll_t)coll), algos[i].name, 4,
-                                     K, &c);
+        double t =
+            baton__model_time(baton__coll_name((baton__coll_t)coll), algos[i].name, 4, K, &c);
         near(t > 0, 1, what);
       }
   printf("%d passed, %d failed\n", passed, failed);

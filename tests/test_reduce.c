@@ -49,12 +49,12 @@ static void end_check(void) {
   else
     failed++;
 }
-#define REPORT(...)                                                            \
-  do {                                                                         \
-    if (fail_lines++ < 5) {                                                    \
-      printf("%s", tier_label);                                                \
-      printf(__VA_ARGS__);                                                     \
-    }                                                                          \
+#define REPORT(...)                                                                                \
+  do {                                                                                             \
+    if (fail_lines++ < 5) {                                                                        \
+      printf("%s", tier_label);                                                                    \
+      printf(__VA_ARGS__);                                                                         \
+    }                                                                                              \
   } while (0)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
@@ -90,10 +90,18 @@ static uint64_t ld(baton_dtype_t t, const void *p, size_t i) {
   uint32_t u32;
   uint64_t u64;
   switch (info[t].size) {
-  case 1: memcpy(&u8, c, 1); return u8;
-  case 2: memcpy(&u16, c, 2); return u16;
-  case 4: memcpy(&u32, c, 4); return u32;
-  default: memcpy(&u64, c, 8); return u64;
+  case 1:
+    memcpy(&u8, c, 1);
+    return u8;
+  case 2:
+    memcpy(&u16, c, 2);
+    return u16;
+  case 4:
+    memcpy(&u32, c, 4);
+    return u32;
+  default:
+    memcpy(&u64, c, 8);
+    return u64;
   }
 }
 
@@ -103,17 +111,41 @@ static void st(baton_dtype_t t, void *p, size_t i, uint64_t v) {
   uint16_t u16 = (uint16_t)v;
   uint32_t u32 = (uint32_t)v;
   switch (info[t].size) {
-  case 1: memcpy(c, &u8, 1); break;
-  case 2: memcpy(c, &u16, 2); break;
-  case 4: memcpy(c, &u32, 4); break;
-  default: memcpy(c, &v, 8); break;
+  case 1:
+    memcpy(c, &u8, 1);
+    break;
+  case 2:
+    memcpy(c, &u16, 2);
+    break;
+  case 4:
+    memcpy(c, &u32, 4);
+    break;
+  default:
+    memcpy(c, &v, 8);
+    break;
   }
 }
 
-static float f32_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static uint32_t bits_f32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static double f64_of(uint64_t u) { double f; memcpy(&f, &u, 8); return f; }
-static uint64_t bits_f64(double f) { uint64_t u; memcpy(&u, &f, 8); return u; }
+static float f32_of(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint32_t bits_f32(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static double f64_of(uint64_t u) {
+  double f;
+  memcpy(&f, &u, 8);
+  return f;
+}
+static uint64_t bits_f64(double f) {
+  uint64_t u;
+  memcpy(&u, &f, 8);
+  return u;
+}
 
 /* ------------------------------------------- reference 16-bit converters */
 
@@ -122,10 +154,8 @@ static float ref_widen16(uint16_t h, int mbits, int ebias) {
   int emax = (1 << (15 - mbits)) - 1, e = (h & 0x7fff) >> mbits;
   uint32_t m = h & ((1u << mbits) - 1), sign = (uint32_t)(h >> 15) << 31;
   if (e == emax) /* F16C makes a half NaN quiet; bfloat16 widens bit for bit */
-    return f32_of(sign | 0x7f800000 | m << (23 - mbits) |
-                  (m && mbits == 10 ? 0x400000 : 0));
-  double v = e ? ldexp(m + ldexp(1, mbits), e - ebias - mbits)
-               : ldexp(m, 1 - ebias - mbits);
+    return f32_of(sign | 0x7f800000 | m << (23 - mbits) | (m && mbits == 10 ? 0x400000 : 0));
+  double v = e ? ldexp(m + ldexp(1, mbits), e - ebias - mbits) : ldexp(m, 1 - ebias - mbits);
   return (float)(h >> 15 ? -v : v);
 }
 
@@ -138,7 +168,7 @@ static uint16_t ref_narrow16(float f, int mbits, int ebias) {
     return sign | inf;
   double v = fabs((double)f);
   int ex;
-  frexp(v, &ex); /* v in [2^(ex-1), 2^ex) */
+  frexp(v, &ex);                    /* v in [2^(ex-1), 2^ex) */
   if (v == 0 || ex - 1 < 1 - ebias) /* zero or subnormal: units of 2^(1-ebias-mbits) */
     return sign | (uint16_t)nearbyint(ldexp(v, ebias - 1 + mbits));
   double q = nearbyint(ldexp(v, mbits - (ex - 1))); /* in [2^mbits, 2^(mbits+1)] */
@@ -161,25 +191,35 @@ static uint16_t ref_f2b(float f) { return ref_narrow16(f, 7, 127); }
 
 static int is_nan_bits(baton_dtype_t t, uint64_t v) {
   switch (t) {
-  case BATON_FLOAT16: return (v & 0x7fff) > 0x7c00;
-  case BATON_BFLOAT16: return (v & 0x7fff) > 0x7f80;
-  case BATON_FLOAT32: return isnan(f32_of((uint32_t)v));
-  case BATON_FLOAT64: return isnan(f64_of(v));
-  default: return 0;
+  case BATON_FLOAT16:
+    return (v & 0x7fff) > 0x7c00;
+  case BATON_BFLOAT16:
+    return (v & 0x7fff) > 0x7f80;
+  case BATON_FLOAT32:
+    return isnan(f32_of((uint32_t)v));
+  case BATON_FLOAT64:
+    return isnan(f64_of(v));
+  default:
+    return 0;
   }
 }
 
-static const uint64_t qnan_bits[BATON_DTYPE_COUNT] = {
-    [BATON_FLOAT16] = 0x7e00, [BATON_BFLOAT16] = 0x7fc0,
-    [BATON_FLOAT32] = 0x7fc00000, [BATON_FLOAT64] = 0x7ff8000000000000};
+static const uint64_t qnan_bits[BATON_DTYPE_COUNT] = {[BATON_FLOAT16] = 0x7e00,
+                                                      [BATON_BFLOAT16] = 0x7fc0,
+                                                      [BATON_FLOAT32] = 0x7fc00000,
+                                                      [BATON_FLOAT64] = 0x7ff8000000000000};
 
 /* A float element's value, exactly. */
 static long double fval(baton_dtype_t t, uint64_t v) {
   switch (t) {
-  case BATON_FLOAT16: return ref_h2f((uint16_t)v);
-  case BATON_BFLOAT16: return ref_b2f((uint16_t)v);
-  case BATON_FLOAT32: return f32_of((uint32_t)v);
-  default: return f64_of(v);
+  case BATON_FLOAT16:
+    return ref_h2f((uint16_t)v);
+  case BATON_BFLOAT16:
+    return ref_b2f((uint16_t)v);
+  case BATON_FLOAT32:
+    return f32_of((uint32_t)v);
+  default:
+    return f64_of(v);
   }
 }
 
@@ -187,10 +227,14 @@ static long double fval(baton_dtype_t t, uint64_t v) {
  * harmless for one + or * of floats computed exactly in double). */
 static uint64_t fround(baton_dtype_t t, long double r) {
   switch (t) {
-  case BATON_FLOAT16: return ref_f2h((float)(double)r);
-  case BATON_BFLOAT16: return ref_f2b((float)(double)r);
-  case BATON_FLOAT32: return bits_f32((float)(double)r);
-  default: return bits_f64((double)r);
+  case BATON_FLOAT16:
+    return ref_f2h((float)(double)r);
+  case BATON_BFLOAT16:
+    return ref_f2b((float)(double)r);
+  case BATON_FLOAT32:
+    return bits_f32((float)(double)r);
+  default:
+    return bits_f64((double)r);
   }
 }
 
@@ -213,10 +257,18 @@ static uint64_t ref_op(baton_dtype_t t, baton_op_t op, uint64_t a, uint64_t b) {
     __int128 x = ival(t, a), y = ival(t, b);
     unsigned __int128 r;
     switch (op) {
-    case BATON_SUM: r = (unsigned __int128)x + (unsigned __int128)y; break;
-    case BATON_PROD: r = (unsigned __int128)x * (unsigned __int128)y; break;
-    case BATON_MIN: r = (unsigned __int128)(x < y ? x : y); break;
-    default: r = (unsigned __int128)(x > y ? x : y); break;
+    case BATON_SUM:
+      r = (unsigned __int128)x + (unsigned __int128)y;
+      break;
+    case BATON_PROD:
+      r = (unsigned __int128)x * (unsigned __int128)y;
+      break;
+    case BATON_MIN:
+      r = (unsigned __int128)(x < y ? x : y);
+      break;
+    default:
+      r = (unsigned __int128)(x > y ? x : y);
+      break;
     }
     return wrap(t, r);
   }
@@ -228,8 +280,8 @@ static uint64_t ref_op(baton_dtype_t t, baton_op_t op, uint64_t a, uint64_t b) {
   }
   if (isnan(x) || isnan(y))
     return qnan_bits[t];
-  int want_b = op == BATON_MIN ? (y < x || (y == x && signbit(y)))
-                               : (y > x || (y == x && !signbit(y)));
+  int want_b =
+      op == BATON_MIN ? (y < x || (y == x && signbit(y))) : (y > x || (y == x && !signbit(y)));
   return want_b ? b : a;
 }
 
@@ -246,8 +298,7 @@ static uint64_t ref_div(baton_dtype_t t, uint64_t a, int d) {
 
 /* ------------------------------------------------------- test values */
 
-static const double specials[] = {0.0, -0.0, 1.0,      -1.0,      0.5,
-                                  3.0, NAN,  INFINITY, -INFINITY, -NAN};
+static const double specials[] = {0.0, -0.0, 1.0, -1.0, 0.5, 3.0, NAN, INFINITY, -INFINITY, -NAN};
 
 /* A random element: mostly small or full-range values, sometimes special.
  * float64 takes 21-bit mantissas times 2^-40 .. 2^-1, so that any sum or
@@ -265,13 +316,16 @@ static uint64_t gen(baton_dtype_t t) {
   else if (t != BATON_FLOAT64)
     return r; /* any bit pattern, NaNs and subnormals included */
   else
-    v = ldexp((double)(r & 0x1fffff) * (r >> 21 & 1 ? -1 : 1),
-              (int)((r >> 22) % 40) - 40);
+    v = ldexp((double)(r & 0x1fffff) * (r >> 21 & 1 ? -1 : 1), (int)((r >> 22) % 40) - 40);
   switch (t) {
-  case BATON_FLOAT16: return ref_f2h((float)v);
-  case BATON_BFLOAT16: return ref_f2b((float)v);
-  case BATON_FLOAT32: return bits_f32((float)v);
-  default: return bits_f64(v);
+  case BATON_FLOAT16:
+    return ref_f2h((float)v);
+  case BATON_BFLOAT16:
+    return ref_f2b((float)v);
+  case BATON_FLOAT32:
+    return bits_f32((float)v);
+  default:
+    return bits_f64(v);
   }
 }
 
@@ -286,8 +340,8 @@ static void fmt(baton_dtype_t t, uint64_t v, char *out, size_t cap) {
 
 /* Compares element i; NaN-for-NaN is enough where the payload is the
  * hardware's choice. */
-static void expect(const char *what, baton_dtype_t t, size_t i, uint64_t got,
-                   uint64_t want, int any_nan) {
+static void expect(const char *what, baton_dtype_t t, size_t i, uint64_t got, uint64_t want,
+                   int any_nan) {
   if (got == want || (any_nan && is_nan_bits(t, want) && is_nan_bits(t, got)))
     return;
   char g[64], w[64];
@@ -313,9 +367,8 @@ static void *xmalloc(size_t n) {
 }
 
 /* Every element of buf outside [from, to) still equals its copy in saved. */
-static void expect_untouched(const char *what, const char *name, baton_dtype_t t,
-                             const char *buf, const char *saved, size_t cap,
-                             size_t from, size_t to) {
+static void expect_untouched(const char *what, const char *name, baton_dtype_t t, const char *buf,
+                             const char *saved, size_t cap, size_t from, size_t to) {
   for (size_t i = 0; i < cap; i++)
     if ((i < from || i >= to) && ld(t, buf, i) != ld(t, saved, i))
       REPORT("FAIL %s: %s changed at element %td of the array\n", what, name,
@@ -330,8 +383,8 @@ static void kernel_case(baton_dtype_t t, baton_op_t op, size_t n, size_t off, in
   char *buf[3], *saved[3]; /* a, b, separate dst */
   uint64_t *want = xmalloc(n * sizeof *want);
   char what[128];
-  snprintf(what, sizeof what, "%s %s n=%zu off=%zu %s", info[t].name,
-           op_names[op], n, off, alias_names[alias]);
+  snprintf(what, sizeof what, "%s %s n=%zu off=%zu %s", info[t].name, op_names[op], n, off,
+           alias_names[alias]);
   begin_check();
   for (int k = 0; k < 3; k++) {
     buf[k] = xmalloc(cap * es), saved[k] = xmalloc(cap * es);
@@ -366,8 +419,7 @@ static void div_case(baton_dtype_t t, size_t n, size_t off, int divisor) {
   char *buf = xmalloc(cap * es), *saved = xmalloc(cap * es), *p = buf + at * es;
   uint64_t *want = xmalloc(n * sizeof *want);
   char what[96];
-  snprintf(what, sizeof what, "%s div n=%zu off=%zu by %d", info[t].name, n, off,
-           divisor);
+  snprintf(what, sizeof what, "%s div n=%zu off=%zu by %d", info[t].name, n, off, divisor);
   begin_check();
   for (size_t i = 0; i < cap; i++)
     st(t, buf, i, gen(t));
@@ -419,11 +471,10 @@ static void test_table(void) {
 /* ----------------------------------------------------- explicit cases */
 
 /* One element of dtype t: a op b must give want (bits), in both orders. */
-static void pair_case(baton_dtype_t t, baton_op_t op, uint64_t a, uint64_t b,
-                      uint64_t want) {
+static void pair_case(baton_dtype_t t, baton_op_t op, uint64_t a, uint64_t b, uint64_t want) {
   char x[8], y[8], d[8], what[96];
-  snprintf(what, sizeof what, "%s %s (0x%" PRIx64 ", 0x%" PRIx64 ")", info[t].name,
-           op_names[op], a, b);
+  snprintf(what, sizeof what, "%s %s (0x%" PRIx64 ", 0x%" PRIx64 ")", info[t].name, op_names[op], a,
+           b);
   begin_check();
   st(t, x, 0, a);
   st(t, y, 0, b);
@@ -503,13 +554,13 @@ static void test_avg_div(void) {
     int divisor;
     uint64_t in, want;
   } c[] = {
-      {BATON_INT8, 2, 0xf9, 0xfd},                /* -7 / 2 = -3 */
+      {BATON_INT8, 2, 0xf9, 0xfd}, /* -7 / 2 = -3 */
       {BATON_INT8, 2, 7, 3},
-      {BATON_INT8, 3, 0x80, 0xd6},                /* -128 / 3 = -42 */
-      {BATON_INT8, 2, 0xff, 0},                   /* -1 / 2 = 0 */
+      {BATON_INT8, 3, 0x80, 0xd6}, /* -128 / 3 = -42 */
+      {BATON_INT8, 2, 0xff, 0},    /* -1 / 2 = 0 */
       {BATON_UINT8, 2, 255, 127},
-      {BATON_INT32, 4, 0xfffffff6, 0xfffffffe},   /* -10 / 4 = -2 */
-      {BATON_INT32, 3, 0x80000000, 0xd5555556},   /* INT32_MIN / 3 */
+      {BATON_INT32, 4, 0xfffffff6, 0xfffffffe}, /* -10 / 4 = -2 */
+      {BATON_INT32, 3, 0x80000000, 0xd5555556}, /* INT32_MIN / 3 */
       {BATON_UINT32, 3, 0xffffffff, 0x55555555},
       {BATON_INT64, 2, 0xfffffffffffffffd, 0xffffffffffffffff}, /* -3 / 2 = -1 */
       {BATON_INT64, 3, 0x8000000000000000, 0xd555555555555556},
@@ -539,8 +590,7 @@ static void test_avg_div(void) {
  * representable value, the midpoint to the next one (a tie), and one float
  * ulp either side of both. Calls fn on each, with the sweep of all floats
  * at a prime stride as well. */
-static void for_test_floats(float (*widen)(uint16_t), void (*fn)(float, void *),
-                            void *ctx) {
+static void for_test_floats(float (*widen)(uint16_t), void (*fn)(float, void *), void *ctx) {
   for (uint32_t h = 0; h < 0x10000; h++) {
     float lo = widen((uint16_t)h), hi = widen((uint16_t)(h + 1));
     if (isnan(lo) || isinf(lo))
@@ -548,7 +598,7 @@ static void for_test_floats(float (*widen)(uint16_t), void (*fn)(float, void *),
     /* Above the largest finite value the next one would be 2^16 or 2^128. */
     float mid = isnan(hi) || isinf(hi) ? lo + (lo - widen((uint16_t)(h - 1))) / 2
                                        : (float)(((double)lo + hi) / 2);
-    float pts[] = {lo, nextafterf(lo, INFINITY), nextafterf(lo, -INFINITY),
+    float pts[] = {lo,  nextafterf(lo, INFINITY),  nextafterf(lo, -INFINITY),
                    mid, nextafterf(mid, INFINITY), nextafterf(mid, -INFINITY)};
     for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++)
       fn(pts[i], ctx);
@@ -566,25 +616,23 @@ static void narrow_one(float f, void *ctx) {
   narrow_cmp_t *c = ctx;
   uint16_t g = c->got(f), w = c->want(f);
   if (g != w)
-    REPORT("FAIL %s: %.9g (0x%08x): got 0x%04x, expected 0x%04x\n", c->what, f,
-           bits_f32(f), g, w);
+    REPORT("FAIL %s: %.9g (0x%08x): got 0x%04x, expected 0x%04x\n", c->what, f, bits_f32(f), g, w);
 }
 
-static void narrow_check(const char *what, float (*widen)(uint16_t),
-                         uint16_t (*got)(float), uint16_t (*want)(float)) {
+static void narrow_check(const char *what, float (*widen)(uint16_t), uint16_t (*got)(float),
+                         uint16_t (*want)(float)) {
   narrow_cmp_t c = {what, got, want};
   begin_check();
   for_test_floats(widen, narrow_one, &c);
   end_check();
 }
 
-static void widen_check(const char *what, float (*got)(uint16_t),
-                        float (*want)(uint16_t)) {
+static void widen_check(const char *what, float (*got)(uint16_t), float (*want)(uint16_t)) {
   begin_check();
   for (uint32_t h = 0; h < 0x10000; h++)
     if (bits_f32(got((uint16_t)h)) != bits_f32(want((uint16_t)h)))
-      REPORT("FAIL %s: 0x%04x: got 0x%08x, expected 0x%08x\n", what, h,
-             bits_f32(got((uint16_t)h)), bits_f32(want((uint16_t)h)));
+      REPORT("FAIL %s: 0x%04x: got 0x%08x, expected 0x%08x\n", what, h, bits_f32(got((uint16_t)h)),
+             bits_f32(want((uint16_t)h)));
   end_check();
 }
 
@@ -602,8 +650,7 @@ static void test_conversions(void) {
   narrow_check("float_to_bf16 vs reference", ref_b2f, baton__float_to_bf16, ref_f2b);
 #ifdef HAVE_X86
   unsigned eax, ebx, ecx, edx;
-  if (__builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
-      (ecx & bit_F16C)) {
+  if (__builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C)) {
     widen_check("half_to_float vs F16C", baton__half_to_float, hw_h2f);
     narrow_check("float_to_half vs F16C", ref_h2f, baton__float_to_half, hw_f2h);
     narrow_check("F16C vs reference", ref_h2f, hw_f2h, ref_f2h);

@@ -67,8 +67,8 @@ typedef struct {
  * per host. */
 static const int *sim_host;
 
-static int build_all(all_t *A, baton__coll_t coll, const baton__algo_t *algo, int n,
-                     size_t count, int root) {
+static int build_all(all_t *A, baton__coll_t coll, const baton__algo_t *algo, int n, size_t count,
+                     int root) {
   if (algo->max_steps(n) > MAX_STEPS)
     return -1;
   for (int r = 0; r < n; r++) {
@@ -85,14 +85,13 @@ static int build_all(all_t *A, baton__coll_t coll, const baton__algo_t *algo, in
 static void ring_against_statement(baton__coll_t coll, int n) {
   static all_t A;
   const char *cn = baton__coll_name(coll);
-  check(build_all(&A, coll, baton__algo_find("ring"), n, 1000, 0) == 0, "ring %s n=%d builds",
-        cn, n);
+  check(build_all(&A, coll, baton__algo_find("ring"), n, 1000, 0) == 0, "ring %s n=%d builds", cn,
+        n);
   int rs = coll != BATON__COLL_ALLGATHER, ag = coll != BATON__COLL_REDUCE_SCATTER;
   for (int r = 0; r < n; r++) {
     const baton__sched_t *s = &A.s[r];
     int want = n == 1 ? 0 : (rs + ag) * (n - 1);
-    check(s->nsteps == want, "ring %s n=%d rank %d: %d steps, want %d", cn, n, r, s->nsteps,
-          want);
+    check(s->nsteps == want, "ring %s n=%d rank %d: %d steps, want %d", cn, n, r, s->nsteps, want);
     if (s->nsteps != want)
       continue;
     for (int i = 0; i < s->nsteps; i++) {
@@ -108,8 +107,7 @@ static void ring_against_statement(baton__coll_t coll, int n) {
             "ring %s n=%d rank %d step %d: got phase %d step %d send c%d->%d recv c%d<-%d "
             "op %d; want phase %d step %d send c%d->%d recv c%d<-%d op %d",
             cn, n, r, i, st->phase, st->step, st->send_chunk, st->send_peer, st->recv_chunk,
-            st->recv_peer, st->recv_op, phase, k, send, mod(r + 1, n), recv, mod(r - 1, n),
-            op);
+            st->recv_peer, st->recv_op, phase, k, send, mod(r + 1, n), recv, mod(r - 1, n), op);
       /* What arrives is what the next step sends, except at the very end
        * and where reduce-scatter ends a bare reduce-scatter. */
       int last = i == s->nsteps - 1;
@@ -140,8 +138,8 @@ static void chain_against_statement(int n, int root) {
       ok &= i <= s->nsteps && st->phase == BATON__PHASE_BROADCAST && st->step == q &&
             st->send_peer == mod(r + 1, n) && st->send_chunk == root && st->recv_peer < 0;
     }
-    check(ok && s->nsteps == i, "chain broadcast n=%d root %d rank %d: %d steps, not as stated",
-          n, root, r, s->nsteps);
+    check(ok && s->nsteps == i, "chain broadcast n=%d root %d rank %d: %d steps, not as stated", n,
+          root, r, s->nsteps);
   }
 }
 
@@ -155,7 +153,7 @@ static void chain_against_statement(int n, int root) {
 typedef uint64_t val_t;
 #define UNDEF ((val_t)-1)
 #define FINISHED ((val_t)1 << 62)
-#define RANKS(v) ((v) & 0xffffffffu)
+#define RANKS(v) ((v)&0xffffffffu)
 #define TAG(dest) ((val_t)((dest) + 1) << 32)
 
 static int coll_reduces(baton__coll_t coll) {
@@ -218,8 +216,8 @@ static val_t promise(baton__coll_t coll, int n, int r, int c, int root) {
 static int key_of(const baton__step_t *st) { return st->phase * 65536 + st->step; }
 
 typedef struct {
-  int n;             /* chunks; 0: no message */
-  int first;         /* the sender's first chunk */
+  int n;     /* chunks; 0: no message */
+  int first; /* the sender's first chunk */
   val_t v[MAX_N];
 } msg_t;
 
@@ -268,8 +266,8 @@ static void simulate(baton__coll_t coll, const baton__algo_t *algo, int n, int r
           for (int j = 0; j < st->send_n; j++) {
             int c = (st->send_chunk + j) % n;
             if (in[r][c] == UNDEF)
-              BAD("%s %s n=%d root %d: rank %d copies chunk %d, which it has no input for", an,
-                  cn, n, root, r, c);
+              BAD("%s %s n=%d root %d: rank %d copies chunk %d, which it has no input for", an, cn,
+                  n, root, r, c);
             work[r][c] = in[r][c];
           }
           continue;
@@ -293,9 +291,11 @@ static void simulate(baton__coll_t coll, const baton__algo_t *algo, int n, int r
             BAD("%s %s n=%d: rank %d forwards into a message of %d chunks", an, cn, n, r,
                 st->send_n);
           if (v == UNDEF)
-            BAD("%s %s n=%d key %d: rank %d sends chunk %d from %s, where it holds nothing", an,
-                cn, n, key, r, c, fed ? "the previous receive" :
-                st->send_from == BATON__FROM_INPUT ? "INPUT" : "WORK");
+            BAD("%s %s n=%d key %d: rank %d sends chunk %d from %s, where it holds nothing", an, cn,
+                n, key, r, c,
+                fed                                  ? "the previous receive"
+                : st->send_from == BATON__FROM_INPUT ? "INPUT"
+                                                     : "WORK");
           m->v[j] = v;
           if (st->send_keep && !fed && st->send_from == BATON__FROM_INPUT)
             work[r][c] = in[r][c];
@@ -310,7 +310,8 @@ static void simulate(baton__coll_t coll, const baton__algo_t *algo, int n, int r
         if (q < 0)
           continue;
         msg_t *m = q < n ? &sent[q][r] : NULL;
-        if (!m || !m->n || m->n != st->recv_n || (!alltoall && m->first % n != st->recv_chunk % n)) {
+        if (!m || !m->n || m->n != st->recv_n ||
+            (!alltoall && m->first % n != st->recv_chunk % n)) {
           BAD("%s %s n=%d key %d: rank %d receives chunks %d+%d from %d, which sends it %d+%d", an,
               cn, n, key, r, st->recv_chunk, st->recv_n, q, m ? m->first : -1, m ? m->n : 0);
           continue;
@@ -331,8 +332,8 @@ static void simulate(baton__coll_t coll, const baton__algo_t *algo, int n, int r
               BAD("%s %s n=%d key %d: rank %d adds rank(s) %#llx into chunk %d twice", an, cn, n,
                   key, r, (unsigned long long)(RANKS(acc) & RANKS(v)), c);
             if ((acc | v) & FINISHED)
-              BAD("%s %s n=%d key %d: rank %d adds to chunk %d after its sum was finished", an,
-                  cn, n, key, r, c);
+              BAD("%s %s n=%d key %d: rank %d adds to chunk %d after its sum was finished", an, cn,
+                  n, key, r, c);
             res = acc | v;
           }
           if (st->finish) {
@@ -363,8 +364,8 @@ static void simulate(baton__coll_t coll, const baton__algo_t *algo, int n, int r
       if (!coll_reduces(coll) && got != UNDEF)
         got &= ~FINISHED;
       if (got != want)
-        BAD("%s %s n=%d root %d: at the end rank %d holds %#llx in chunk %d, want %#llx", an, cn,
-            n, root, r, (unsigned long long)got, c, (unsigned long long)want);
+        BAD("%s %s n=%d root %d: at the end rank %d holds %#llx in chunk %d, want %#llx", an, cn, n,
+            root, r, (unsigned long long)got, c, (unsigned long long)want);
     }
 #undef BAD
   check(ok, "%s %s n=%d root %d: data flow", an, cn, n, root);
@@ -393,10 +394,10 @@ static void layout(int n, size_t count) {
     size_t sent = 0;
     for (int i = 0; i < A.s[r].nsteps; i++)
       sent += baton__chunk_len(count, n, A.s[r].steps[i].send_chunk);
-    size_t want = 2 * count - baton__chunk_len(count, n, r) -
-                  baton__chunk_len(count, n, mod(r + 1, n));
-    check(sent == want, "ring allreduce n=%d count %zu: rank %d sends %zu elements, want %zu",
-          n, count, r, sent, want);
+    size_t want =
+        2 * count - baton__chunk_len(count, n, r) - baton__chunk_len(count, n, mod(r + 1, n));
+    check(sent == want, "ring allreduce n=%d count %zu: rank %d sends %zu elements, want %zu", n,
+          count, r, sent, want);
   }
 }
 
@@ -411,7 +412,7 @@ int main(void) {
   for (int n = 1; n <= MAX_N; n++) {
     for (int c = 0; c <= BATON__COLL_ALLGATHER; c++)
       ring_against_statement((baton__coll_t)c, n);
-    for (int root = 0; root < n; root += n > 4 ? 3 : 1)
+    for (int root = 0; root<n; root += n> 4 ? 3 : 1)
       chain_against_statement(n, root);
     for (int c = 0; c < BATON__COLL_BARRIER; c++)
       for (int a = 0; a < nalgos; a++) {
@@ -434,8 +435,7 @@ int main(void) {
       simulate(BATON__COLL_ALLREDUCE, baton__algo_find("hier"), n, 0);
       sim_host = NULL;
     }
-    size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 7 * (size_t)n + 3,
-                       1000003};
+    size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 7 * (size_t)n + 3, 1000003};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
       layout(n, counts[i]);
   }

@@ -24,17 +24,15 @@
 #include "select.h"
 #include "unit.h"
 
-static const baton__coll_t colls[] = {BATON__COLL_ALLREDUCE, BATON__COLL_REDUCE_SCATTER,
-                                      BATON__COLL_ALLGATHER, BATON__COLL_BROADCAST,
-                                      BATON__COLL_REDUCE,    BATON__COLL_ALLTOALL,
-                                      BATON__COLL_GATHER,    BATON__COLL_SCATTER};
+static const baton__coll_t colls[] = {
+    BATON__COLL_ALLREDUCE, BATON__COLL_REDUCE_SCATTER, BATON__COLL_ALLGATHER, BATON__COLL_BROADCAST,
+    BATON__COLL_REDUCE,    BATON__COLL_ALLTOALL,       BATON__COLL_GATHER,    BATON__COLL_SCATTER};
 
 static baton__select_in_t costs(int n, double alpha, double beta, int flat_fits) {
   baton__select_in_t in = {.size = n, .flat_fits = flat_fits, .scratch_bytes = (size_t)1 << 40};
-  in.ring = (baton__cost_t){.alpha = alpha, .beta = beta, .gamma = beta / 4,
-                            .segment = 256 << 10};
-  in.pair = (baton__cost_t){.alpha = alpha * 1.5, .beta = beta * 1.5, .gamma = beta / 4,
-                            .segment = 64 << 10};
+  in.ring = (baton__cost_t){.alpha = alpha, .beta = beta, .gamma = beta / 4, .segment = 256 << 10};
+  in.pair = (baton__cost_t){
+      .alpha = alpha * 1.5, .beta = beta * 1.5, .gamma = beta / 4, .segment = 64 << 10};
   in.flat = in.ring;
   in.flat.beta *= 2; /* as if 2 ranks per core: flat pays its own costs */
   in.ring_piece = 1 << 20;
@@ -95,8 +93,7 @@ static void check_argmin(const baton__select_in_t *in, baton__coll_t coll, doubl
   EXPECT(why[0] == '\0', "no reason without BATON_ALGO, got \"%s\"", why);
   for (int i = 1; i < n; i++)
     EXPECT(c[i - 1].t <= c[i].t, "%s %.0f B: candidates out of order: %s %g before %s %g",
-           baton__coll_name(coll), bytes, c[i - 1].algo->name, c[i - 1].t, c[i].algo->name,
-           c[i].t);
+           baton__coll_name(coll), bytes, c[i - 1].algo->name, c[i - 1].t, c[i].algo->name, c[i].t);
   for (int i = 0; i < n; i++)
     EXPECT(c[i].t == priced(in, c[i].algo, coll, bytes), "%s: %s priced %g, the model says %g",
            baton__coll_name(coll), c[i].algo->name, c[i].t, priced(in, c[i].algo, coll, bytes));
@@ -131,8 +128,8 @@ static void test_extremes(void) {
   int n;
   char why[256];
   baton__select_in_t lat = costs(4, 1e-3, 1e-15, 1), bw = costs(4, 1e-12, 1e-6, 1);
-  const baton__algo_t *got = baton__select_rank(&lat, BATON__COLL_ALLREDUCE, 64, c, 16, &n, why,
-                                                sizeof why);
+  const baton__algo_t *got =
+      baton__select_rank(&lat, BATON__COLL_ALLREDUCE, 64, c, 16, &n, why, sizeof why);
   EXPECT(got && strcmp(got->name, "flat") == 0, "latency-bound 64 B allreduce: got %s, want flat",
          got ? got->name : "none");
   got = baton__select_rank(&bw, BATON__COLL_ALLREDUCE, 1 << 20, c, 16, &n, why, sizeof why);
@@ -160,8 +157,8 @@ static void test_hier(void) {
   in.ring.hosts = in.pair.hosts = 2;
   in.hosts = in.hostmax = 2;
   in.local = costs(4, 0.5e-6, 0.1e-9, 0).pair;
-  const baton__algo_t *got = baton__select_rank(&in, BATON__COLL_ALLREDUCE, 2 << 20, c, 16, &n,
-                                                why, sizeof why);
+  const baton__algo_t *got =
+      baton__select_rank(&in, BATON__COLL_ALLREDUCE, 2 << 20, c, 16, &n, why, sizeof why);
   EXPECT(got == hier, "2 hosts x 2 ranks, 2 MiB: got %s, want hier", got ? got->name : "none");
   in.tcp_inside = 1;
   got = baton__select_rank(&in, BATON__COLL_ALLREDUCE, 2 << 20, c, 16, &n, why, sizeof why);
@@ -177,8 +174,8 @@ static void test_forced(void) {
   /* Forced where the model would pick something else. */
   baton__select_in_t in = costs(4, 1e-3, 1e-15, 1);
   in.forced = ring;
-  const baton__algo_t *got = baton__select_rank(&in, BATON__COLL_ALLREDUCE, 64, c, 16, &n, why,
-                                                sizeof why);
+  const baton__algo_t *got =
+      baton__select_rank(&in, BATON__COLL_ALLREDUCE, 64, c, 16, &n, why, sizeof why);
   EXPECT(got == ring, "BATON_ALGO=ring: got %s", got ? got->name : "none");
   EXPECT(why[0] == '\0', "a forced algorithm that serves says nothing, got \"%s\"", why);
   /* Flat off one host: the next best, with the reason. */
@@ -197,7 +194,8 @@ static void test_forced(void) {
   EXPECT(got && got != flat, "BATON_ALGO=flat for reduce: got %s", got ? got->name : "none");
   EXPECT(strstr(why, "does not serve"), "reason for reduce: \"%s\"", why);
   /* Scratch: an algorithm that keeps all of reduce-scatter's input. */
-  baton__algo_t fake_rhd = {.name = "rhd", .colls = 1u << BATON__COLL_REDUCE_SCATTER,
+  baton__algo_t fake_rhd = {.name = "rhd",
+                            .colls = 1u << BATON__COLL_REDUCE_SCATTER,
                             .scratch_colls = 1u << BATON__COLL_REDUCE_SCATTER};
   EXPECT(baton__algo_scratch(&fake_rhd, BATON__COLL_REDUCE_SCATTER, 1e6) == 1e6,
          "rhd reduce_scatter keeps the whole input in scratch");
@@ -208,8 +206,7 @@ static void test_forced(void) {
     in = costs(8, 0.5e-6, 0.1e-9, 0);
     in.scratch_bytes = 1 << 20;
     in.forced = rhd;
-    got = baton__select_rank(&in, BATON__COLL_REDUCE_SCATTER, 1 << 24, c, 16, &n, why,
-                             sizeof why);
+    got = baton__select_rank(&in, BATON__COLL_REDUCE_SCATTER, 1 << 24, c, 16, &n, why, sizeof why);
     EXPECT(got && got != rhd, "rhd with 1 MiB of scratch for 16 MiB: got %s",
            got ? got->name : "none");
     EXPECT(strstr(why, "BATON_SCRATCH_BYTES"), "reason for scratch: \"%s\"", why);
@@ -225,8 +222,10 @@ static void test_deterministic(void) {
       baton__cand_t a[16], b[16];
       int na, nb;
       char why[256];
-      const baton__algo_t *x = baton__select_rank(&in, colls[k], bytes, a, 16, &na, why, sizeof why);
-      const baton__algo_t *y = baton__select_rank(&in, colls[k], bytes, b, 16, &nb, why, sizeof why);
+      const baton__algo_t *x =
+          baton__select_rank(&in, colls[k], bytes, a, 16, &na, why, sizeof why);
+      const baton__algo_t *y =
+          baton__select_rank(&in, colls[k], bytes, b, 16, &nb, why, sizeof why);
       EXPECT(x == y && na == nb && memcmp(a, b, (size_t)na * sizeof a[0]) == 0,
              "%s %.0f B: two answers to one question", baton__coll_name(colls[k]), bytes);
     }
@@ -236,8 +235,8 @@ static void test_deterministic(void) {
   int n, na;
   char why[256];
   const baton__algo_t *all = baton__algos(&na);
-  const baton__algo_t *got = baton__select_rank(&zero, BATON__COLL_ALLREDUCE, 1024, c, 16, &n,
-                                                why, sizeof why);
+  const baton__algo_t *got =
+      baton__select_rank(&zero, BATON__COLL_ALLREDUCE, 1024, c, 16, &n, why, sizeof why);
   const baton__algo_t *first = NULL;
   for (int i = 0; i < na && !first; i++)
     if (all[i].colls & (1u << BATON__COLL_ALLREDUCE))

@@ -44,7 +44,8 @@ static void check_round_trip(int port, const char *key, const char *val) {
   baton__store_t *a = must_connect(port), *b = must_connect(port);
   EXPECT_RC(baton__store_set(a, key, val, strlen(val), err, sizeof err), BATON_OK, err);
   EXPECT_RC(baton__store_get(b, key, buf, sizeof buf, &len, 5.0, err, sizeof err), BATON_OK, err);
-  EXPECT(len == strlen(val) && memcmp(buf, val, len) == 0, "get %s: got \"%.*s\", want \"%s\"", key, (int)len, buf, val);
+  EXPECT(len == strlen(val) && memcmp(buf, val, len) == 0, "get %s: got \"%.*s\", want \"%s\"", key,
+         (int)len, buf, val);
   baton__store_close(a);
   baton__store_close(b);
 }
@@ -75,7 +76,8 @@ static void *worker(void *p) {
       len = 0;
       int rc = baton__store_get(st, key, buf, sizeof buf, &len, 10.0, err, sizeof err);
       EXPECT_RC(rc, BATON_OK, err);
-      EXPECT(len == strlen(val) && memcmp(buf, val, len) == 0, "worker %d get %s: got \"%.*s\", want \"%s\"", w->id, key, (int)len, buf, val);
+      EXPECT(len == strlen(val) && memcmp(buf, val, len) == 0,
+             "worker %d get %s: got \"%.*s\", want \"%s\"", w->id, key, (int)len, buf, val);
     }
   baton__store_close(st);
   return NULL;
@@ -106,8 +108,10 @@ static void test_many_clients(int port) {
   for (int i = 0; i < N; i++) {
     snprintf(key, sizeof key, "m%d", (i + 1) % N);
     len = 0;
-    EXPECT_RC(baton__store_get(st[i], key, buf, sizeof buf, &len, 5.0, err, sizeof err), BATON_OK, err);
-    EXPECT(len == strlen(key) && memcmp(buf, key, len) == 0, "client %d get %s: got \"%.*s\"", i, key, (int)len, buf);
+    EXPECT_RC(baton__store_get(st[i], key, buf, sizeof buf, &len, 5.0, err, sizeof err), BATON_OK,
+              err);
+    EXPECT(len == strlen(key) && memcmp(buf, key, len) == 0, "client %d get %s: got \"%.*s\"", i,
+           key, (int)len, buf);
   }
   for (int i = 0; i < N; i++)
     baton__store_close(st[i]);
@@ -127,7 +131,8 @@ typedef struct {
 static void *getter(void *p) {
   getter_t *g = p;
   baton__store_t *st = must_connect(g->port);
-  g->rc = baton__store_get(st, g->key, g->val, sizeof g->val, &g->len, g->timeout_s, g->err, sizeof g->err);
+  g->rc = baton__store_get(st, g->key, g->val, sizeof g->val, &g->len, g->timeout_s, g->err,
+                           sizeof g->err);
   baton__store_close(st);
   return NULL;
 }
@@ -146,17 +151,22 @@ static void test_wait_and_timeout(int port) {
   pthread_join(th, NULL);
   double waited = baton__now() - t0;
   EXPECT_RC(g.rc, BATON_OK, g.err);
-  EXPECT(g.len == 4 && memcmp(g.val, "here", 4) == 0, "late get: got \"%.*s\", want \"here\"", (int)g.len, g.val);
-  EXPECT(waited >= 0.25 && waited < 3.0, "late get returned after %.3f s, want about 0.3 s", waited);
+  EXPECT(g.len == 4 && memcmp(g.val, "here", 4) == 0, "late get: got \"%.*s\", want \"here\"",
+         (int)g.len, g.val);
+  EXPECT(waited >= 0.25 && waited < 3.0, "late get returned after %.3f s, want about 0.3 s",
+         waited);
 
   t0 = baton__now();
   int rc = baton__store_get(st, "never", buf, sizeof buf, &len, 0.3, err, sizeof err);
   waited = baton__now() - t0;
   EXPECT_RC(rc, BATON_ETIMEDOUT, err);
-  EXPECT(waited >= 0.29 && waited < 1.5, "get of a missing key timed out after %.3f s, want 0.3 s", waited);
-  EXPECT(strstr(err, "never") && strstr(err, LOOP), "timeout text names the key and address: \"%s\"", err);
+  EXPECT(waited >= 0.29 && waited < 1.5, "get of a missing key timed out after %.3f s, want 0.3 s",
+         waited);
+  EXPECT(strstr(err, "never") && strstr(err, LOOP),
+         "timeout text names the key and address: \"%s\"", err);
   rc = baton__store_set(st, "after", "x", 1, err, sizeof err);
-  EXPECT(rc != BATON_OK, "a handle that timed out mid-request must refuse further requests, got %s", baton_err_name(rc));
+  EXPECT(rc != BATON_OK, "a handle that timed out mid-request must refuse further requests, got %s",
+         baton_err_name(rc));
   baton__store_close(st);
 }
 
@@ -169,7 +179,8 @@ static void test_sizes(int port) {
   baton__store_t *st = must_connect(port);
 
   EXPECT_RC(baton__store_set(st, "empty", NULL, 0, err, sizeof err), BATON_OK, err);
-  EXPECT_RC(baton__store_get(st, "empty", small, sizeof small, &len, 1.0, err, sizeof err), BATON_OK, err);
+  EXPECT_RC(baton__store_get(st, "empty", small, sizeof small, &len, 1.0, err, sizeof err),
+            BATON_OK, err);
   EXPECT_EQ(len, 0);
   for (size_t i = 0; i <= mib; i++)
     big[i] = (unsigned char)(i * 131 + (i >> 11));
@@ -178,8 +189,10 @@ static void test_sizes(int port) {
   EXPECT_EQ(len, mib);
   EXPECT(memcmp(big, back, mib) == 0, "1 MiB value differs after a round trip");
   /* A small buffer gets the prefix and the full length; the stream stays in step. */
-  EXPECT_RC(baton__store_get(st, "big", small, sizeof small, &len, 5.0, err, sizeof err), BATON_OK, err);
-  EXPECT(len == mib && memcmp(small, big, sizeof small) == 0, "truncated get: len %zu, want %zu", len, mib);
+  EXPECT_RC(baton__store_get(st, "big", small, sizeof small, &len, 5.0, err, sizeof err), BATON_OK,
+            err);
+  EXPECT(len == mib && memcmp(small, big, sizeof small) == 0, "truncated get: len %zu, want %zu",
+         len, mib);
   EXPECT_RC(baton__store_set(st, "huge", big, mib + 1, err, sizeof err), BATON_EINVAL, err);
   EXPECT_RC(baton__store_set(st, "", "x", 1, err, sizeof err), BATON_EINVAL, err);
   char longkey[300];
@@ -188,9 +201,12 @@ static void test_sizes(int port) {
   EXPECT_RC(baton__store_set(st, longkey, "x", 1, err, sizeof err), BATON_EINVAL, err);
   longkey[255] = '\0';
   EXPECT_RC(baton__store_set(st, longkey, "x", 1, err, sizeof err), BATON_OK, err);
-  EXPECT_RC(baton__store_set(st, "empty", "now", 3, err, sizeof err), BATON_OK, err); /* overwrite */
-  EXPECT_RC(baton__store_get(st, "empty", small, sizeof small, &len, 1.0, err, sizeof err), BATON_OK, err);
-  EXPECT(len == 3 && memcmp(small, "now", 3) == 0, "overwritten value: got \"%.*s\", want \"now\"", (int)len, small);
+  EXPECT_RC(baton__store_set(st, "empty", "now", 3, err, sizeof err), BATON_OK,
+            err); /* overwrite */
+  EXPECT_RC(baton__store_get(st, "empty", small, sizeof small, &len, 1.0, err, sizeof err),
+            BATON_OK, err);
+  EXPECT(len == 3 && memcmp(small, "now", 3) == 0, "overwritten value: got \"%.*s\", want \"now\"",
+         (int)len, small);
   baton__store_close(st);
   free(big);
   free(back);
@@ -209,7 +225,8 @@ static int raw_connect(int port) {
   struct timeval tv = {3, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   char err[BATON__ERRLEN] = "";
-  EXPECT_RC(baton__auth_client(fd, &secret, "the test's store", baton__now() + 5, err, sizeof err), BATON_OK, err);
+  EXPECT_RC(baton__auth_client(fd, &secret, "the test's store", baton__now() + 5, err, sizeof err),
+            BATON_OK, err);
   return fd;
 }
 
@@ -218,7 +235,8 @@ static void le32(unsigned char *p, uint32_t v) {
     p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static void frame(unsigned char *h, uint32_t magic, unsigned ver, unsigned op, uint32_t klen, uint32_t vlen) {
+static void frame(unsigned char *h, uint32_t magic, unsigned ver, unsigned op, uint32_t klen,
+                  uint32_t vlen) {
   le32(h, magic);
   h[4] = (unsigned char)ver, h[5] = 0, h[6] = (unsigned char)op, h[7] = 0;
   le32(h + 8, klen);
@@ -233,7 +251,9 @@ static void expect_dropped(int port, const char *what, const void *bytes, size_t
   int fd = raw_connect(port);
   EXPECT(send(fd, bytes, n, MSG_NOSIGNAL) == (ssize_t)n, "%s: send failed", what);
   ssize_t r = recv(fd, buf, sizeof buf, 0);
-  EXPECT(r == 0 || (r < 0 && errno == ECONNRESET), "%s: want the server to drop us, recv gave %zd (%s)", what, r, r < 0 ? strerror(errno) : "data");
+  EXPECT(r == 0 || (r < 0 && errno == ECONNRESET),
+         "%s: want the server to drop us, recv gave %zd (%s)", what, r,
+         r < 0 ? strerror(errno) : "data");
   close(fd);
 }
 
@@ -275,7 +295,9 @@ static void test_bad_clients(int port) {
     unsigned char junk[16 + 64];
     for (size_t j = 0; j < sizeof junk; j++)
       junk[j] = (unsigned char)(rand_r(&seed) >> 7);
-    frame(junk, MAGIC, 1 + (junk[4] % 2 == 0), junk[5] % 6, junk[6] % 2 ? junk[7] : (uint32_t)rand_r(&seed), junk[8] % 2 ? junk[9] : (uint32_t)rand_r(&seed));
+    frame(junk, MAGIC, 1 + (junk[4] % 2 == 0), junk[5] % 6,
+          junk[6] % 2 ? junk[7] : (uint32_t)rand_r(&seed),
+          junk[8] % 2 ? junk[9] : (uint32_t)rand_r(&seed));
     fd = raw_connect(port);
     size_t n = 16 + (size_t)(rand_r(&seed) % 65);
     ssize_t w = send(fd, junk, n, MSG_NOSIGNAL);
@@ -300,13 +322,15 @@ static void test_bad_clients(int port) {
   for (ssize_t r = 1; got < sizeof reply && r > 0; got += r > 0 ? (size_t)r : 0)
     r = recv(fd, reply + got, sizeof reply - got, 0);
   frame(h, MAGIC, 1, 4, 0, 4);
-  EXPECT(got == 20 && memcmp(reply, h, 16) == 0 && memcmp(reply + 16, "slow", 4) == 0, "dribbled GET: got %zu reply bytes, want a GET_VAL header and \"slow\"", got);
+  EXPECT(got == 20 && memcmp(reply, h, 16) == 0 && memcmp(reply + 16, "slow", 4) == 0,
+         "dribbled GET: got %zu reply bytes, want a GET_VAL header and \"slow\"", got);
   close(fd);
 
   EXPECT_RC(baton__store_set(st, "after-garbage", "fine", 4, err, sizeof err), BATON_OK, err);
   pthread_join(th, NULL);
   EXPECT_RC(g.rc, BATON_OK, g.err);
-  EXPECT(g.len == 4 && memcmp(g.val, "fine", 4) == 0, "parked get across garbage: got \"%.*s\", want \"fine\"", (int)g.len, g.val);
+  EXPECT(g.len == 4 && memcmp(g.val, "fine", 4) == 0,
+         "parked get across garbage: got \"%.*s\", want \"fine\"", (int)g.len, g.val);
   baton__store_close(st);
   check_round_trip(port, "still", "serving");
 }
@@ -416,7 +440,8 @@ static void test_connect_and_stop(void) {
   pthread_join(th, NULL);
   EXPECT(baton__now() - t0 < 2.0, "stop took %.3f s", baton__now() - t0);
   EXPECT_RC(g.rc, BATON_EREMOTE, g.err);
-  EXPECT_RC(baton__store_get(st, "early", buf, sizeof buf, &len, 1.0, err, sizeof err), BATON_EREMOTE, err);
+  EXPECT_RC(baton__store_get(st, "early", buf, sizeof buf, &len, 1.0, err, sizeof err),
+            BATON_EREMOTE, err);
   baton__store_close(st);
 
   t0 = baton__now(); /* nobody listens now */
@@ -427,10 +452,12 @@ static void test_connect_and_stop(void) {
   EXPECT(waited >= 0.29 && waited < 1.5, "connect gave up after %.3f s, want 0.3 s", waited);
   EXPECT(strstr(err, "refused") != NULL, "connect error names the cause: \"%s\"", err);
 
-  EXPECT_RC(baton__store_serve(LOOP, 70000, &secret, 5.0, &srv, err, sizeof err), BATON_EINVAL, err);
+  EXPECT_RC(baton__store_serve(LOOP, 70000, &secret, 5.0, &srv, err, sizeof err), BATON_EINVAL,
+            err);
   EXPECT_RC(baton__store_serve(LOOP, c.port, NULL, 5.0, &srv, err, sizeof err), BATON_EINVAL, err);
   EXPECT_RC(baton__store_serve(LOOP, c.port, &secret, 0, &srv, err, sizeof err), BATON_EINVAL, err);
-  EXPECT_RC(baton__store_serve("no.such.host.invalid", c.port, &secret, 5.0, &srv, err, sizeof err), BATON_EUSAGE, err);
+  EXPECT_RC(baton__store_serve("no.such.host.invalid", c.port, &secret, 5.0, &srv, err, sizeof err),
+            BATON_EUSAGE, err);
 }
 
 static void test_ipv6(void) {
@@ -447,7 +474,8 @@ static void test_ipv6(void) {
   EXPECT_RC(baton__store_connect("::1", port, 2.0, &secret, &st, err, sizeof err), BATON_OK, err);
   if (st) {
     EXPECT_RC(baton__store_set(st, "six", "v6", 2, err, sizeof err), BATON_OK, err);
-    EXPECT_RC(baton__store_get(st, "six", buf, sizeof buf, &len, 1.0, err, sizeof err), BATON_OK, err);
+    EXPECT_RC(baton__store_get(st, "six", buf, sizeof buf, &len, 1.0, err, sizeof err), BATON_OK,
+              err);
     EXPECT(len == 2 && memcmp(buf, "v6", 2) == 0, "ipv6 get: got \"%.*s\"", (int)len, buf);
     baton__store_close(st);
   }
@@ -462,9 +490,11 @@ static void expect_hostport(const char *s, int want_rc, const char *want_host, i
   int rc = baton__parse_hostport(s, "BATON_ADDR", host, sizeof host, &port, err, sizeof err);
   EXPECT_RC(rc, want_rc, err);
   if (want_rc == BATON_OK)
-    EXPECT(strcmp(host, want_host) == 0 && port == want_port, "parse \"%s\": got %s port %d, want %s port %d", s, host, port, want_host, want_port);
+    EXPECT(strcmp(host, want_host) == 0 && port == want_port,
+           "parse \"%s\": got %s port %d, want %s port %d", s, host, port, want_host, want_port);
   else
-    EXPECT(strstr(err, "BATON_ADDR") && strstr(err, s), "parse \"%s\": error text must name the variable and the value: \"%s\"", s, err);
+    EXPECT(strstr(err, "BATON_ADDR") && strstr(err, s),
+           "parse \"%s\": error text must name the variable and the value: \"%s\"", s, err);
 }
 
 static void test_hostport(void) {
@@ -472,14 +502,27 @@ static void test_hostport(void) {
   expect_hostport("node-7.cluster:1", BATON_OK, "node-7.cluster", 1);
   expect_hostport("[::1]:65535", BATON_OK, "::1", 65535);
   expect_hostport("[fe80::1%eth0]:80", BATON_OK, "fe80::1%eth0", 80);
-  const char *bad[] = {"", "host", "host:", ":80", "host:0", "host:65536", "host:99999999999",
-                       "host:-1", "host:12a", "host: 80", "::1:80", "[::1]80", "[::1:80",
-                       "[]:80", "a-host-name-longer-than-32-bytes.example:80"};
+  const char *bad[] = {"",
+                       "host",
+                       "host:",
+                       ":80",
+                       "host:0",
+                       "host:65536",
+                       "host:99999999999",
+                       "host:-1",
+                       "host:12a",
+                       "host: 80",
+                       "::1:80",
+                       "[::1]80",
+                       "[::1:80",
+                       "[]:80",
+                       "a-host-name-longer-than-32-bytes.example:80"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     expect_hostport(bad[i], BATON_EUSAGE, NULL, 0);
   char err[BATON__ERRLEN] = "", host[8];
   int port;
-  EXPECT_RC(baton__parse_hostport(NULL, "BATON_ADDR", host, sizeof host, &port, err, sizeof err), BATON_EUSAGE, err);
+  EXPECT_RC(baton__parse_hostport(NULL, "BATON_ADDR", host, sizeof host, &port, err, sizeof err),
+            BATON_EUSAGE, err);
   EXPECT(strstr(err, "BATON_ADDR") != NULL, "unset: \"%s\"", err);
 }
 
@@ -515,7 +558,8 @@ int main(void) {
   test_hostport();
   if (store_pass() != 0)
     return 1;
-  EXPECT_RC(baton__secret_set(&secret, "0123456789abcdef-test-secret", err, sizeof err), BATON_OK, err);
+  EXPECT_RC(baton__secret_set(&secret, "0123456789abcdef-test-secret", err, sizeof err), BATON_OK,
+            err);
   if (store_pass() != 0)
     return 1;
   return unit_summary();

@@ -125,8 +125,8 @@ static void check_chain(tally_t *t, obj_t *l, int n, int root, size_t count) {
           num(&l[k], "bytes") == (double)(count * sizeof(float));
   }
   if (!tally_record(t, ok && n == want))
-    tally_say(t, "broadcast from %d: %d lines (want %d) or their fields are not the chain's",
-              root, n, want);
+    tally_say(t, "broadcast from %d: %d lines (want %d) or their fields are not the chain's", root,
+              n, want);
 }
 
 /* The lines of one ring collective, lines[0..n). */
@@ -145,22 +145,23 @@ static void check_ring(tally_t *t, const call_t *c, obj_t *l, int n) {
     int ok = algo && !strcmp(algo, "ring") && phase &&
              !strcmp(phase, rs ? "reduce_scatter" : "allgather") && num(&l[i], "step") == k &&
              num(&l[i], "send_to") == mod(r + 1, N) && num(&l[i], "recv_from") == mod(r - 1, N) &&
-             num(&l[i], "send_chunk") == send && num(&l[i], "recv_chunk") == recv &&
-             op && !strcmp(op, rs ? "reduce" : "copy") &&
+             num(&l[i], "send_chunk") == send && num(&l[i], "recv_chunk") == recv && op &&
+             !strcmp(op, rs ? "reduce" : "copy") &&
              num(&l[i], "bytes") == (double)(c->chunk[send] * sizeof(float)) &&
              num(&l[i], "count") == (double)c->count && num(&l[i], "rc") == 0;
     if (!tally_record(t, ok))
-      tally_say(t, "%s line %d: phase %s step %g send c%g to %g, recv c%g from %g, %g bytes; "
-                "want %s step %d send c%d to %d, recv c%d from %d, %zu bytes", c->coll, i,
-                phase ? phase : "?", num(&l[i], "step"), num(&l[i], "send_chunk"),
+      tally_say(t,
+                "%s line %d: phase %s step %g send c%g to %g, recv c%g from %g, %g bytes; "
+                "want %s step %d send c%d to %d, recv c%d from %d, %zu bytes",
+                c->coll, i, phase ? phase : "?", num(&l[i], "step"), num(&l[i], "send_chunk"),
                 num(&l[i], "send_to"), num(&l[i], "recv_chunk"), num(&l[i], "recv_from"),
-                num(&l[i], "bytes"), rs ? "reduce_scatter" : "allgather", k, send,
-                mod(r + 1, N), recv, mod(r - 1, N), c->chunk[send] * sizeof(float));
+                num(&l[i], "bytes"), rs ? "reduce_scatter" : "allgather", k, send, mod(r + 1, N),
+                recv, mod(r - 1, N), c->chunk[send] * sizeof(float));
     double t0 = num(&l[i], "t_start_us"), t1 = num(&l[i], "t_end_us");
     ok = t0 > 0 && t1 >= t0 && (i == 0 || t0 >= num(&l[i - 1], "t_start_us"));
     if (!tally_record(t, ok))
-      tally_say(t, "%s line %d: times %.3f..%.3f us (previous step started at %.3f)",
-                c->coll, i, t0, t1, i ? num(&l[i - 1], "t_start_us") : 0.0);
+      tally_say(t, "%s line %d: times %.3f..%.3f us (previous step started at %.3f)", c->coll, i,
+                t0, t1, i ? num(&l[i - 1], "t_start_us") : 0.0);
   }
 }
 
@@ -218,8 +219,8 @@ static void check_schedule(tally_t *t, const traced_t *c, obj_t *l, int n) {
                       .host = t->comm->sched.host};
   int fields_ok = 1, times_ok = 1, flat = !strcmp(algo, "flat");
   int built = !flat && a && s.steps &&
-              baton__schedule_on(&s, baton__coll_find(coll), a, t->rank, t->size, count,
-                                 c->root, t->comm->order) == 0;
+              baton__schedule_on(&s, baton__coll_find(coll), a, t->rank, t->size, count, c->root,
+                                 t->comm->order) == 0;
   if (!tally_record(t, flat || (built && s.nsteps == n)))
     tally_say(t, "%s by %s: %d lines, the schedule has %d steps", coll, algo, n,
               built ? s.nsteps : -1);
@@ -227,46 +228,51 @@ static void check_schedule(tally_t *t, const traced_t *c, obj_t *l, int n) {
     const baton__step_t *st = &s.steps[i];
     int sends = st->send_peer >= 0, local = !sends && st->send_keep, recvs = st->recv_peer >= 0;
     int fed = i > 0 && s.steps[i - 1].forward;
-    size_t sb = sends || local ? run_elems(c, t->size, st->send_chunk, st->send_n) *
-                                     sizeof(float) : 0;
+    size_t sb =
+        sends || local ? run_elems(c, t->size, st->send_chunk, st->send_n) * sizeof(float) : 0;
     size_t rb = recvs ? run_elems(c, t->size, st->recv_chunk, st->recv_n) * sizeof(float) : 0;
-    const char *from = !sends ? (local ? "input" : "none")
-                       : fed  ? "received"
-                       : st->send_from == BATON__FROM_WORK ? "work" : "input";
+    const char *from = !sends                              ? (local ? "input" : "none")
+                       : fed                               ? "received"
+                       : st->send_from == BATON__FROM_WORK ? "work"
+                                                           : "input";
     const char *with = !recvs || st->recv_op != BATON__RECV_REDUCE ? "none"
-                       : st->recv_with == BATON__FROM_WORK ? "work" : "input";
+                       : st->recv_with == BATON__FROM_WORK         ? "work"
+                                                                   : "input";
     const obj_t *o = &l[i];
     int ok = is(o, "phase", baton__phase_name((baton__phase_t)st->phase)) &&
              num(o, "step") == st->step && num(o, "send_to") == st->send_peer &&
              num(o, "send_chunk") == (sends || local ? st->send_chunk : -1) &&
-             num(o, "send_n") == (sends || local ? st->send_n : 0) &&
-             is(o, "send_from", from) && num(o, "local_copy") == local &&
-             num(o, "send_bytes") == (double)sb && num(o, "recv_from") == st->recv_peer &&
+             num(o, "send_n") == (sends || local ? st->send_n : 0) && is(o, "send_from", from) &&
+             num(o, "local_copy") == local && num(o, "send_bytes") == (double)sb &&
+             num(o, "recv_from") == st->recv_peer &&
              num(o, "recv_chunk") == (recvs ? st->recv_chunk : -1) &&
              num(o, "recv_n") == (recvs ? st->recv_n : 0) &&
-             is(o, "op", !recvs ? "none" : st->recv_op == BATON__RECV_REDUCE ? "reduce" : "copy") &&
+             is(o, "op",
+                !recvs                              ? "none"
+                : st->recv_op == BATON__RECV_REDUCE ? "reduce"
+                                                    : "copy") &&
              is(o, "recv_with", with) && num(o, "recv_bytes") == (double)rb &&
              num(o, "bytes") == (double)(sends || local ? sb : rb) &&
              num(o, "forward") == (recvs && st->forward) &&
              num(o, "keep") == (recvs && (st->keep || !st->forward)) &&
              num(o, "finish") == (recvs && st->finish) && num(o, "rc") == 0;
     if (!ok && fields_ok)
-      tally_say(t, "%s by %s line %d: %s step %g send c%g+%g to %g from %s (%g B), recv "
+      tally_say(t,
+                "%s by %s line %d: %s step %g send c%g+%g to %g from %s (%g B), recv "
                 "c%g+%g from %g (%g B); the schedule says %s step %d send c%d+%d to %d from %s "
-                "(%zu B), recv c%d+%d from %d (%zu B)", coll, algo, i,
-                get(o, "phase", 1) ? get(o, "phase", 1) : "?", num(o, "step"),
+                "(%zu B), recv c%d+%d from %d (%zu B)",
+                coll, algo, i, get(o, "phase", 1) ? get(o, "phase", 1) : "?", num(o, "step"),
                 num(o, "send_chunk"), num(o, "send_n"), num(o, "send_to"),
                 get(o, "send_from", 1) ? get(o, "send_from", 1) : "?", num(o, "send_bytes"),
-                num(o, "recv_chunk"), num(o, "recv_n"), num(o, "recv_from"),
-                num(o, "recv_bytes"), baton__phase_name((baton__phase_t)st->phase), st->step,
-                st->send_chunk, st->send_n, st->send_peer, from, sb, st->recv_chunk,
-                st->recv_n, st->recv_peer, rb);
+                num(o, "recv_chunk"), num(o, "recv_n"), num(o, "recv_from"), num(o, "recv_bytes"),
+                baton__phase_name((baton__phase_t)st->phase), st->step, st->send_chunk, st->send_n,
+                st->send_peer, from, sb, st->recv_chunk, st->recv_n, st->recv_peer, rb);
     fields_ok &= ok;
     double t0 = num(o, "t_start_us"), t1 = num(o, "t_end_us");
     ok = t0 > 0 && t1 >= t0 && (i == 0 || t0 >= num(&l[i - 1], "t_start_us"));
     if (!ok && times_ok)
-      tally_say(t, "%s by %s line %d: times %.3f..%.3f us (previous step started at %.3f)",
-                coll, algo, i, t0, t1, i ? num(&l[i - 1], "t_start_us") : 0.0);
+      tally_say(t, "%s by %s line %d: times %.3f..%.3f us (previous step started at %.3f)", coll,
+                algo, i, t0, t1, i ? num(&l[i - 1], "t_start_us") : 0.0);
     times_ok &= ok;
   }
   tally_record(t, fields_ok);
@@ -286,13 +292,12 @@ static void make_calls(const tally_t *t, traced_t *c, size_t *vcounts) {
   int root = BCAST_ROOT % t->size;
   for (int r = 0; r < t->size; r++)
     vcounts[r] = r == 1 ? 0 : 1000 + 37 * (size_t)r;
-  traced_t calls[NCALLS] = {
-      {"allreduce", ar, 0, NULL},       {"reduce_scatter", block, 0, NULL},
-      {"allgather", block, 0, NULL},    {"broadcast", ar, root, NULL},
-      {"allreduce", 3, 0, NULL},        {NULL, 0, 0, NULL}, /* the barrier */
-      {"reduce", ar, root, NULL},       {"alltoall", 2001, 0, NULL},
-      {"gather", 2001, root, NULL},     {"scatter", 2001, root, NULL},
-      {"allgatherv", 0, 0, vcounts},    {"reduce_scatterv", 0, 0, vcounts}};
+  traced_t calls[NCALLS] = {{"allreduce", ar, 0, NULL},    {"reduce_scatter", block, 0, NULL},
+                            {"allgather", block, 0, NULL}, {"broadcast", ar, root, NULL},
+                            {"allreduce", 3, 0, NULL},     {NULL, 0, 0, NULL}, /* the barrier */
+                            {"reduce", ar, root, NULL},    {"alltoall", 2001, 0, NULL},
+                            {"gather", 2001, root, NULL},  {"scatter", 2001, root, NULL},
+                            {"allgatherv", 0, 0, vcounts}, {"reduce_scatterv", 0, 0, vcounts}};
   memcpy(c, calls, sizeof calls);
 }
 
@@ -309,16 +314,15 @@ static void run_calls(tally_t *t, const traced_t *c) {
            "reduce_scatter");
   tally_rc(t, baton_allgather(in, out, c[2].count, BATON_FLOAT32, m), "allgather");
   tally_rc(t, baton_broadcast(in, out, c[3].count, BATON_FLOAT32, c[3].root, m), "broadcast");
-  tally_rc(t, baton_allreduce(in, out, c[4].count, BATON_FLOAT32, BATON_SUM, m),
-           "small allreduce");
+  tally_rc(t, baton_allreduce(in, out, c[4].count, BATON_FLOAT32, BATON_SUM, m), "small allreduce");
   tally_rc(t, baton_barrier(m), "barrier");
-  tally_rc(t, baton_reduce(in, out, c[6].count, BATON_FLOAT32, BATON_SUM, c[6].root, m),
-           "reduce");
+  tally_rc(t, baton_reduce(in, out, c[6].count, BATON_FLOAT32, BATON_SUM, c[6].root, m), "reduce");
   tally_rc(t, baton_alltoall(in, out, c[7].count, BATON_FLOAT32, m), "alltoall");
   tally_rc(t, baton_gather(in, out, c[8].count, BATON_FLOAT32, c[8].root, m), "gather");
   tally_rc(t, baton_scatter(in, out, c[9].count, BATON_FLOAT32, c[9].root, m), "scatter");
-  tally_rc(t, baton_allgatherv(in, c[10].counts[t->rank], out, c[10].counts, displs,
-                               BATON_FLOAT32, m), "allgatherv");
+  tally_rc(t,
+           baton_allgatherv(in, c[10].counts[t->rank], out, c[10].counts, displs, BATON_FLOAT32, m),
+           "allgatherv");
   tally_rc(t, baton_reduce_scatterv(in, out, c[11].counts, BATON_FLOAT32, BATON_SUM, m),
            "reduce_scatterv");
   free(in);
@@ -354,13 +358,13 @@ int main(void) {
         tally_say(&t, "%s: not a flat JSON object: %s", path, line);
       continue;
     }
-    static const char *const strs[] = {"coll", "algo", "dtype", "phase", "op", "send_from",
-                                       "recv_with"};
-    static const char *const nums[] = {"rank", "size", "seq", "count", "root", "step", "send_to",
-                                       "host", "send_chunk", "send_n", "send_bytes", "local_copy",
-                                       "recv_from", "recv_chunk", "recv_n", "recv_bytes", "keep",
-                                       "forward", "finish", "bytes", "t_start_us", "t_end_us",
-                                       "rc"};
+    static const char *const strs[] = {"coll", "algo",      "dtype",    "phase",
+                                       "op",   "send_from", "recv_with"};
+    static const char *const nums[] = {
+        "rank",      "size",       "seq",        "count",      "root",       "step",
+        "send_to",   "host",       "send_chunk", "send_n",     "send_bytes", "local_copy",
+        "recv_from", "recv_chunk", "recv_n",     "recv_bytes", "keep",       "forward",
+        "finish",    "bytes",      "t_start_us", "t_end_us",   "rc"};
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
       if (!get(&o, strs[i], 1) && bad++ < 3)
         tally_say(&t, "%s: no string \"%s\" in %s", path, strs[i], line);

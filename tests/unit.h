@@ -20,7 +20,8 @@
 
 static atomic_int n_pass, n_fail;
 
-__attribute__((format(printf, 4, 5))) static inline void report(int ok, const char *file, int line, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static inline void report(int ok, const char *file, int line,
+                                                                const char *fmt, ...) {
   if (ok) {
     atomic_fetch_add(&n_pass, 1);
     return;
@@ -35,17 +36,16 @@ __attribute__((format(printf, 4, 5))) static inline void report(int ok, const ch
 }
 
 /* rc == want, printing both names and the error text when not. */
-#define EXPECT_RC(rc, want, err)                                               \
-  do {                                                                         \
-    int rc_ = (rc), want_ = (want);                                            \
-    report(rc_ == want_, __FILE__, __LINE__, "%s: got %s, want %s (err: %s)",  \
-           #rc, baton_err_name(rc_), baton_err_name(want_), (err));            \
+#define EXPECT_RC(rc, want, err)                                                                   \
+  do {                                                                                             \
+    int rc_ = (rc), want_ = (want);                                                                \
+    report(rc_ == want_, __FILE__, __LINE__, "%s: got %s, want %s (err: %s)", #rc,                 \
+           baton_err_name(rc_), baton_err_name(want_), (err));                                     \
   } while (0)
-#define EXPECT_EQ(a, b)                                                        \
-  do {                                                                         \
-    long long a_ = (long long)(a), b_ = (long long)(b);                        \
-    report(a_ == b_, __FILE__, __LINE__, "%s == %s: got %lld, want %lld", #a,  \
-           #b, a_, b_);                                                        \
+#define EXPECT_EQ(a, b)                                                                            \
+  do {                                                                                             \
+    long long a_ = (long long)(a), b_ = (long long)(b);                                            \
+    report(a_ == b_, __FILE__, __LINE__, "%s == %s: got %lld, want %lld", #a, #b, a_, b_);         \
   } while (0)
 #define EXPECT(cond, ...) report(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 

@@ -72,23 +72,24 @@ static double parse_unit(const char *s, const unit_t *units, double bare, const 
   die("%s \"%s\": expected %s", what, s, expect);
 }
 
-static const unit_t time_units[] = {{"s", 1},      {"ms", 1e-3}, {"us", 1e-6},
-                                    {"\xc2\xb5s", 1e-6}, {"ns", 1e-9}, {NULL, 0}};
+static const unit_t time_units[] = {{"s", 1},     {"ms", 1e-3}, {"us", 1e-6}, {"\xc2\xb5s", 1e-6},
+                                    {"ns", 1e-9}, {NULL, 0}};
 static const unit_t rate_units[] = {{"Gb/s", 1e9 / 8}, {"GB/s", 1e9}, {"MB/s", 1e6},
                                     {"KB/s", 1e3},     {"B/s", 1},    {NULL, 0}};
-static const unit_t size_units[] = {{"K", 1024}, {"M", 1 << 20}, {"G", 1 << 30},
-                                    {"KB", 1024}, {"MB", 1 << 20}, {"GB", 1 << 30},
-                                    {"B", 1},    {NULL, 0}};
+static const unit_t size_units[] = {{"K", 1024},     {"M", 1 << 20},  {"G", 1 << 30}, {"KB", 1024},
+                                    {"MB", 1 << 20}, {"GB", 1 << 30}, {"B", 1},       {NULL, 0}};
 
 /* gamma as a rate ("20GB/s") or as seconds per byte ("0.05ns"). */
 static double parse_gamma(const char *s) {
   if (strstr(s, "/s")) {
-    double rate = parse_unit(s, rate_units, 1, "--gamma", "a rate like 20GB/s or a time per byte like 0.05ns");
+    double rate = parse_unit(s, rate_units, 1, "--gamma",
+                             "a rate like 20GB/s or a time per byte like 0.05ns");
     if (rate <= 0)
       die("--gamma \"%s\": a rate must be above 0", s);
     return 1 / rate;
   }
-  return parse_unit(s, time_units, 1, "--gamma", "a rate like 20GB/s or a time per byte like 0.05ns");
+  return parse_unit(s, time_units, 1, "--gamma",
+                    "a rate like 20GB/s or a time per byte like 0.05ns");
 }
 
 static void fmt_time(double t, char *out, size_t cap) {
@@ -157,7 +158,8 @@ static int child(const opts_t *o) {
   baton__coll_t coll = baton__coll_find(o->coll);
   int n = baton_comm_size(comm);
   size_t block = (size_t)(o->bytes / sizeof(float) / n);
-  float *in = calloc(block * (size_t)n + 1, sizeof *in), *out = calloc(block * (size_t)n + 1, sizeof *out);
+  float *in = calloc(block * (size_t)n + 1, sizeof *in),
+        *out = calloc(block * (size_t)n + 1, sizeof *out);
   if (!in || !out)
     die("out of memory for %zu floats", 2 * block * (size_t)n);
   for (int i = 0; i < 2 && rc == 0; i++)
@@ -219,8 +221,8 @@ static double measure(const opts_t *o, const char *algo, char *why, size_t whyle
   quote(self, qself, sizeof qself);
   quote(run, qrun, sizeof qrun);
   char cmd[3 * PATH_MAX + 256];
-  if (snprintf(cmd, sizeof cmd, "env %s %s -n %d %s --child -c %s -s %.0f --iters %d", env,
-               qrun, o->n, qself, o->coll, o->bytes, o->iters) >= (int)sizeof cmd)
+  if (snprintf(cmd, sizeof cmd, "env %s %s -n %d %s --child -c %s -s %.0f --iters %d", env, qrun,
+               o->n, qself, o->coll, o->bytes, o->iters) >= (int)sizeof cmd)
     die("the path of this program is too long to run it under baton-run");
   FILE *p = popen(cmd, "r");
   double t = -1;
@@ -270,13 +272,15 @@ static void report(const opts_t *o) {
   }
   if (!nrows)
     die("-c \"%s\": the model knows allreduce, reduce_scatter, allgather, broadcast, "
-        "reduce, alltoall, gather and scatter", o->coll);
+        "reduce, alltoall, gather and scatter",
+        o->coll);
   qsort(rows, (size_t)nrows, sizeof *rows, by_prediction);
   char size[32];
   fmt_bytes(o->bytes, size, sizeof size);
   printf("# %s, N=%d, %s; alpha %.3g us, bandwidth %.4g GB/s, gamma %.3g ns/B, segment %.0f "
-         "bytes\n", o->coll, o->n, size, o->cost.alpha * 1e6, 1e-9 / o->cost.beta,
-         o->cost.gamma * 1e9, o->cost.segment);
+         "bytes\n",
+         o->coll, o->n, size, o->cost.alpha * 1e6, 1e-9 / o->cost.beta, o->cost.gamma * 1e9,
+         o->cost.segment);
   printf("# a = alpha, b = 1/bandwidth, g = gamma, K bytes, L = ceil(log2 N), P = largest "
          "power of 2 <= N, S = ceil(K/segment)\n");
   printf("%-10s %12s %12s  %s\n", "algorithm", "predicted", o->measure ? "measured" : "",
@@ -297,44 +301,55 @@ static void report(const opts_t *o) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: baton-model -c COLL -n N -s SIZE [--alpha T] [--bw RATE] [--gamma G]\n"
-          "                   [--segment BYTES] [--measure [--iters I]]\n"
-          "  -c, --coll COLL   allreduce (default), reduce_scatter, allgather, broadcast,\n"
-          "                    reduce, alltoall, gather, scatter\n"
-          "  -n N              ranks\n"
-          "  -s, --size SIZE   bytes of the larger buffer: 8, 64K, 64M, 1G\n"
-          "      --alpha T     latency per message: 5us (default 1us)\n"
-          "      --bw RATE     bandwidth per link: 12.5GB/s, 100Gb/s (default 10GB/s)\n"
-          "      --gamma G     reduction cost: a rate (20GB/s) or time per byte (0.05ns);\n"
-          "                    default 0\n"
-          "      --segment B   pipeline segment of chain algorithms (default 256K)\n"
-          "      --measure     also run each algorithm this baton has, under baton-run -n N\n"
-          "      --iters I     calls timed per measurement (default 5)\n");
+  fprintf(f, "usage: baton-model -c COLL -n N -s SIZE [--alpha T] [--bw RATE] [--gamma G]\n"
+             "                   [--segment BYTES] [--measure [--iters I]]\n"
+             "  -c, --coll COLL   allreduce (default), reduce_scatter, allgather, broadcast,\n"
+             "                    reduce, alltoall, gather, scatter\n"
+             "  -n N              ranks\n"
+             "  -s, --size SIZE   bytes of the larger buffer: 8, 64K, 64M, 1G\n"
+             "      --alpha T     latency per message: 5us (default 1us)\n"
+             "      --bw RATE     bandwidth per link: 12.5GB/s, 100Gb/s (default 10GB/s)\n"
+             "      --gamma G     reduction cost: a rate (20GB/s) or time per byte (0.05ns);\n"
+             "                    default 0\n"
+             "      --segment B   pipeline segment of chain algorithms (default 256K)\n"
+             "      --measure     also run each algorithm this baton has, under baton-run -n N\n"
+             "      --iters I     calls timed per measurement (default 5)\n");
 }
 
 int main(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"coll", required_argument, NULL, 'c'},    {"size", required_argument, NULL, 's'},
-      {"alpha", required_argument, NULL, 'A'},   {"bw", required_argument, NULL, 'B'},
-      {"gamma", required_argument, NULL, 'G'},   {"segment", required_argument, NULL, 'S'},
-      {"measure", no_argument, NULL, 'M'},       {"iters", required_argument, NULL, 'I'},
-      {"child", no_argument, NULL, 'C'},         {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  opts_t o = {.coll = "allreduce", .iters = 5, .bytes = -1,
+  static const struct option longopts[] = {{"coll", required_argument, NULL, 'c'},
+                                           {"size", required_argument, NULL, 's'},
+                                           {"alpha", required_argument, NULL, 'A'},
+                                           {"bw", required_argument, NULL, 'B'},
+                                           {"gamma", required_argument, NULL, 'G'},
+                                           {"segment", required_argument, NULL, 'S'},
+                                           {"measure", no_argument, NULL, 'M'},
+                                           {"iters", required_argument, NULL, 'I'},
+                                           {"child", no_argument, NULL, 'C'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  opts_t o = {.coll = "allreduce",
+              .iters = 5,
+              .bytes = -1,
               .cost = {.alpha = 1e-6, .beta = 1e-10, .gamma = 0, .segment = 256 << 10}};
   int opt, is_child = 0;
   char *end;
   while ((opt = getopt_long(argc, argv, "c:n:s:h", longopts, NULL)) != -1) {
     switch (opt) {
-    case 'c': o.coll = optarg; break;
+    case 'c':
+      o.coll = optarg;
+      break;
     case 'n':
       o.n = (int)strtol(optarg, &end, 10);
       if (*end || end == optarg || o.n < 1 || o.n > 1 << 20)
         die("-n \"%s\": expected a number of ranks, 1..1048576", optarg);
       break;
-    case 's': o.bytes = parse_unit(optarg, size_units, 1, "--size", "bytes like 64M"); break;
-    case 'A': o.cost.alpha = parse_unit(optarg, time_units, 1, "--alpha", "a time like 5us"); break;
+    case 's':
+      o.bytes = parse_unit(optarg, size_units, 1, "--size", "bytes like 64M");
+      break;
+    case 'A':
+      o.cost.alpha = parse_unit(optarg, time_units, 1, "--alpha", "a time like 5us");
+      break;
     case 'B': {
       double bw = parse_unit(optarg, rate_units, 1, "--bw", "a rate like 12.5GB/s");
       if (bw <= 0)
@@ -342,17 +357,29 @@ int main(int argc, char **argv) {
       o.cost.beta = 1 / bw;
       break;
     }
-    case 'G': o.cost.gamma = parse_gamma(optarg); break;
-    case 'S': o.cost.segment = parse_unit(optarg, size_units, 1, "--segment", "bytes like 256K"); break;
-    case 'M': o.measure = 1; break;
+    case 'G':
+      o.cost.gamma = parse_gamma(optarg);
+      break;
+    case 'S':
+      o.cost.segment = parse_unit(optarg, size_units, 1, "--segment", "bytes like 256K");
+      break;
+    case 'M':
+      o.measure = 1;
+      break;
     case 'I':
       o.iters = (int)strtol(optarg, &end, 10);
       if (*end || end == optarg || o.iters < 1 || o.iters > 100000)
         die("--iters \"%s\": expected 1..100000", optarg);
       break;
-    case 'C': is_child = 1; break;
-    case 'h': usage(stdout); return 0;
-    default: usage(stderr); return 2;
+    case 'C':
+      is_child = 1;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
     }
   }
   if (optind < argc)

@@ -50,8 +50,8 @@
 #include <unistd.h>
 
 #define MAX_RANKS 1024
-#define GRACE_S 2.0  /* from SIGTERM to SIGKILL when stopping the ranks */
-#define DRAIN_S 1.0  /* how long output may trail the last rank's exit */
+#define GRACE_S 2.0              /* from SIGTERM to SIGKILL when stopping the ranks */
+#define DRAIN_S 1.0              /* how long output may trail the last rank's exit */
 #define LINE_MAX_BYTES (1 << 20) /* a longer line is printed in pieces */
 
 typedef struct {
@@ -72,20 +72,20 @@ typedef struct {
 typedef struct {
   int n, tag;
   hosts_t hosts;
-  double timeout_s;   /* 0: no limit */
-  char **argv;        /* the program and its arguments */
-  pid_t *pids;        /* 0 once reaped */
+  double timeout_s; /* 0: no limit */
+  char **argv;      /* the program and its arguments */
+  pid_t *pids;      /* 0 once reaped */
   pid_t pgid;
   int alive;
-  stream_t *streams;  /* 2 per rank with --tag-output */
+  stream_t *streams; /* 2 per rank with --tag-output */
   int nstreams, open_streams;
-  int sfd;            /* signalfd */
+  int sfd; /* signalfd */
   sigset_t oldmask;
   struct rlimit oldlim;
-  int stopping;       /* SIGTERM sent; SIGKILL at kill_at */
-  int signals;        /* how many SIGINT/SIGTERM/SIGHUP we got */
+  int stopping; /* SIGTERM sent; SIGKILL at kill_at */
+  int signals;  /* how many SIGINT/SIGTERM/SIGHUP we got */
   double kill_at;
-  int status;         /* the exit status of the launcher */
+  int status; /* the exit status of the launcher */
 } job_t;
 
 static void usage(FILE *f) {
@@ -105,8 +105,7 @@ static void usage(FILE *f) {
           MAX_RANKS);
 }
 
-__attribute__((format(printf, 1, 2), noreturn)) static void
-die_usage(const char *fmt, ...) {
+__attribute__((format(printf, 1, 2), noreturn)) static void die_usage(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "baton-run: ");
@@ -295,8 +294,7 @@ static void exec_rank(const job_t *job, int rank) {
 
 /* In the child: environment, output pipes, then exec. On failure writes errno
  * to report (close-on-exec, so the parent reads EOF when exec works). */
-static void child_exec(job_t *job, int rank, const char *addr, int out[2],
-                       int report) {
+static void child_exec(job_t *job, int rank, const char *addr, int out[2], int report) {
   setpgid(0, job->pgid);
   signal(SIGPIPE, SIG_DFL);
   sigprocmask(SIG_SETMASK, &job->oldmask, NULL);
@@ -342,7 +340,7 @@ static int spawn(job_t *job, int r, const char *addr) {
     return errno;
   }
   if (!job->pgid)
-    job->pgid = pid; /* rank 0 leads the group */
+    job->pgid = pid;       /* rank 0 leads the group */
   setpgid(pid, job->pgid); /* both sides call it: no race with exec */
   job->pids[r] = pid;
   job->alive++;
@@ -489,7 +487,8 @@ static void on_signal(job_t *job) {
       signal_all(job, SIGKILL); /* asked twice: no more grace */
       continue;
     }
-    fprintf(stderr, "baton-run: got %s; forwarding it to %d rank%s\n", strsignal(sig), job->alive, job->alive == 1 ? "" : "s");
+    fprintf(stderr, "baton-run: got %s; forwarding it to %d rank%s\n", strsignal(sig), job->alive,
+            job->alive == 1 ? "" : "s");
     signal_all(job, sig);
     if (!job->stopping)
       job->status = 128 + sig;
@@ -514,7 +513,8 @@ static int next_timeout(const job_t *job, double t0, double drain_at) {
 static void check_clocks(job_t *job, double t0) {
   double t = now();
   if (!job->stopping && job->timeout_s > 0 && t >= t0 + job->timeout_s) {
-    fprintf(stderr, "baton-run: timed out after %g s; stopping %d rank%s\n", job->timeout_s, job->alive, job->alive == 1 ? "" : "s");
+    fprintf(stderr, "baton-run: timed out after %g s; stopping %d rank%s\n", job->timeout_s,
+            job->alive, job->alive == 1 ? "" : "s");
     job->status = 124;
     stop_all(job);
   } else if (job->stopping && job->kill_at > 0 && t >= job->kill_at) {

@@ -70,8 +70,8 @@ static case_t draw(uint64_t *state, int size, size_t max_count) {
 
 /* Runs one case on this rank; the number of wrong elements, or -1 when the
  * call failed. */
-static long run_case(const case_t *c, baton_comm_t *comm, unsigned char *send,
-                     unsigned char *recv, unsigned char *expect) {
+static long run_case(const case_t *c, baton_comm_t *comm, unsigned char *send, unsigned char *recv,
+                     unsigned char *expect) {
   int rank = baton_comm_rank(comm), size = baton_comm_size(comm), rc = BATON_OK;
   size_t es = ref_size(c->dt), n = c->count, total = n * (size_t)size;
   gen_spec_t g = exact_spec(c->dt, c->op), bits = {GEN_BITS, 0, 0, 0};
@@ -126,8 +126,8 @@ static void parse(int argc, char **argv, double *seconds, uint64_t *seed, size_t
       continue;
     if (o == 'x' && (*seed = strtoull(optarg, &end, 0), *end == '\0'))
       continue;
-    if (o == 'c' && (*max_count = strtoull(optarg, &end, 0), *end == '\0' && *max_count > 0 &&
-                                                                 *max_count <= (1u << 24)))
+    if (o == 'c' && (*max_count = strtoull(optarg, &end, 0),
+                     *end == '\0' && *max_count > 0 && *max_count <= (1u << 24)))
       continue;
     usage(o == 'h' ? stdout : stderr);
     exit(o == 'h' ? 0 : 2);
@@ -136,10 +136,8 @@ static void parse(int argc, char **argv, double *seconds, uint64_t *seed, size_t
 
 static void report(const tally_t *t, int size, double seconds, uint64_t seed) {
   int64_t calls = 0, bad = 0;
-  printf("baton-soak: %d ranks, %.1f s, seed 0x%016llx\n", size, seconds,
-         (unsigned long long)seed);
-  printf("%-16s %10s %14s %11s %7s\n", "collective", "calls", "elements", "mismatches",
-         "errors");
+  printf("baton-soak: %d ranks, %.1f s, seed 0x%016llx\n", size, seconds, (unsigned long long)seed);
+  printf("%-16s %10s %14s %11s %7s\n", "collective", "calls", "elements", "mismatches", "errors");
   for (int c = 0; c < NCOLLS; c++) {
     printf("%-16s %10lld %14lld %11lld %7lld\n", coll_names[c], (long long)t->calls[c] / size,
            (long long)t->elements[c] / size, (long long)t->mismatches[c], (long long)t->errors[c]);

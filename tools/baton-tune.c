@@ -88,8 +88,8 @@ static double coefficient(const baton__algo_t *algo, double bytes, double alpha,
   baton__select_in_t in = {.size = size};
   in.ring = (baton__cost_t){.alpha = alpha, .beta = beta, .segment = (double)comm->slot_bytes};
   in.flat = in.ring;
-  in.pair = (baton__cost_t){.alpha = alpha, .beta = beta,
-                            .segment = (double)comm->stream_slot_bytes};
+  in.pair =
+      (baton__cost_t){.alpha = alpha, .beta = beta, .segment = (double)comm->stream_slot_bytes};
   in.ring_piece = baton__select_piece(comm, 1);
   in.pair_piece = baton__select_piece(comm, 0);
   return baton__select_predict(&in, algo, BATON__COLL_ALLGATHER, bytes);
@@ -234,7 +234,7 @@ int main(int argc, char **argv) {
     if (!algos[i]) {
       if (log && !tcp)
         fprintf(log, "  pair: no algorithm besides the ring serves allgather in this build; "
-                "line kept\n");
+                     "line kept\n");
       continue;
     }
     double alpha, beta;
@@ -252,9 +252,11 @@ int main(int argc, char **argv) {
     l->beta = beta / p;
     l->gamma = gamma / p;
     if (log)
-      fprintf(log, "  %-4s alpha %.3g us, beta %.3g ns/B (%.2f GB/s), gamma %.3g ns/B, "
-              "oversub %.3g us\n", baton__link_names[links[i]], l->alpha * 1e6, l->beta * 1e9,
-              1e-9 / l->beta, l->gamma * 1e9, l->oversub * 1e6);
+      fprintf(log,
+              "  %-4s alpha %.3g us, beta %.3g ns/B (%.2f GB/s), gamma %.3g ns/B, "
+              "oversub %.3g us\n",
+              baton__link_names[links[i]], l->alpha * 1e6, l->beta * 1e9, 1e-9 / l->beta,
+              l->gamma * 1e9, l->oversub * 1e6);
   }
   if (rank == 0) {
     char comment[256], host[64] = "?";
@@ -263,8 +265,8 @@ int main(int argc, char **argv) {
     gethostname(host, sizeof host - 1);
     strftime(comment, sizeof comment, "baton-tune %Y-%m-%d %H:%M UTC", gmtime_r(&now, &tm));
     size_t off = strlen(comment);
-    snprintf(comment + off, sizeof comment - off, " on %s: %d ranks, %s, %.2f ranks per core",
-             host, size, net, per_core);
+    snprintf(comment + off, sizeof comment - off, " on %s: %d ranks, %s, %.2f ranks per core", host,
+             size, net, per_core);
     if (print) {
       baton__tune_print(stdout, cost, comment);
     } else {

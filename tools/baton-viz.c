@@ -70,8 +70,7 @@ static int reduces(const viz_t *v) { return sim_reduces(v->s.coll); }
 static int drawn(const viz_t *v, int c) { return sim_drawn(&v->s, c); }
 
 /* "3,5,7": n numbers separated by commas, into out[]; returns their sum. */
-static size_t parse_list(int n, const char *list, const char *what, const char *unit,
-                         size_t *out) {
+static size_t parse_list(int n, const char *list, const char *what, const char *unit, size_t *out) {
   const char *p = list;
   size_t sum = 0;
   for (int r = 0; r < n; r++) {
@@ -219,8 +218,9 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
   if (v->seq == 0)
     v->seq = best;
   if (n == 0 && rank == 0) /* another rank may have no step in a call */
-    die("%s: no steps of collective %llu (a barrier, a call of count 0 and any call on 1 rank write none)", path,
-        v->seq);
+    die("%s: no steps of collective %llu (a barrier, a call of count 0 and any call on 1 rank "
+        "write none)",
+        path, v->seq);
   return n;
 }
 
@@ -264,16 +264,16 @@ static void load_trace(viz_t *v) {
     if (baton__schedule_for(&s, v->s.coll, v->s.algo, r, v->s.n, v->s.count, v->s.root) != 0)
       die("%s does not do %s", algo, coll);
     if (strcmp(c2, coll) || strcmp(a2, algo))
-      die("collective %llu is %s/%s on rank 0 but %s/%s on rank %d", v->seq, coll, algo, c2,
-          a2, r);
+      die("collective %llu is %s/%s on rank 0 but %s/%s on rank %d", v->seq, coll, algo, c2, a2, r);
     for (int i = 0, j = 0; i < nrec; i++) {
       while (j < s.nsteps && !same_step(&rec[i], &s.steps[j]))
         j++;
       if (j == s.nsteps)
         die("rank %d, collective %llu: the trace's %s step %d (send c%d to %d, receive c%d "
             "from %d) is not in the schedule of %s %s; was the trace written by another "
-            "version of baton?", r, v->seq, rec[i].phase, rec[i].step, rec[i].send_chunk,
-            rec[i].send_to, rec[i].recv_chunk, rec[i].recv_from, algo, coll);
+            "version of baton?",
+            r, v->seq, rec[i].phase, rec[i].step, rec[i].send_chunk, rec[i].send_to,
+            rec[i].recv_chunk, rec[i].recv_from, algo, coll);
       /* A flat line stands for every step of its key. */
       for (int k = j; k < s.nsteps && same_step(&rec[i], &s.steps[k]); k++) {
         panel_t *p = &v->s.p[v->s.panel_of[r * v->s.cap + k]];
@@ -350,8 +350,7 @@ static int uneven(const viz_t *v) {
  * lowest-numbered rank one level up that it talks to, and the leaves side
  * by side in depth-first order with every parent centred over its
  * children: the edges of a binomial tree or a star never cross. */
-static int tree_place(viz_t *v, const int *parent, int q, int level, int *slot,
-                      double *x) {
+static int tree_place(viz_t *v, const int *parent, int q, int level, int *slot, double *x) {
   int first = -1, last = -1;
   for (int c = 0; c < v->s.n; c++)
     if (parent[c] == q && c != q) {
@@ -440,7 +439,10 @@ static void run_label(const viz_t *v, int chunk, int n, char *out, size_t cap) {
   if (n == 1)
     snprintf(out, cap, "c%d", chunk);
   else
-    snprintf(out, cap, "c%d\xe2\x80\x93" "c%d", chunk, (chunk + n - 1) % v->s.n);
+    snprintf(out, cap,
+             "c%d\xe2\x80\x93"
+             "c%d",
+             chunk, (chunk + n - 1) % v->s.n);
 }
 
 static size_t run_elems(const viz_t *v, int chunk, int n) {
@@ -487,16 +489,17 @@ static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, placed_t *pl) {
   if (uneven(v))
     snprintf(text + strlen(text), sizeof text - strlen(text), "\xc2\xb7%zu",
              run_elems(v, x->schunk, x->n));
-  fprintf(o, "<path d='M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f' fill='none' stroke='%s' "
+  fprintf(o,
+          "<path d='M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f' fill='none' stroke='%s' "
           "stroke-width='%.1f'%s marker-end='url(#%s)'><title>rank %d to rank %d: %s from %s, "
-          "with the contributions of %d rank(s); rank %d %s</title></path>\n", sx, sy, mx, my,
-          ex, ey, col, v->s.n > 8 ? 1.2 : 1.8,
+          "with the contributions of %d rank(s); rank %d %s</title></path>\n",
+          sx, sy, mx, my, ex, ey, col, v->s.n > 8 ? 1.2 : 1.8,
           x->src == SRC_INPUT ? " stroke-dasharray='5,3'" : "",
           x->op == BATON__RECV_REDUCE ? "hr" : "hc", x->from, x->to, text, src_names[x->src],
           __builtin_popcountll(x->carried), x->to,
-          x->op == BATON__RECV_COPY           ? "stores it"
-          : x->with == BATON__FROM_INPUT      ? "adds its INPUT"
-                                              : "adds it into its WORK");
+          x->op == BATON__RECV_COPY      ? "stores it"
+          : x->with == BATON__FROM_INPUT ? "adds its INPUT"
+                                         : "adds it into its WORK");
   if (!pl)
     return;
   /* On the outer side of the bend, clear of the line: at the middle of
@@ -514,25 +517,24 @@ static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, placed_t *pl) {
     pl->x0[pl->n] = lx - w / 2, pl->y0[pl->n] = ly - 6;
     pl->x1[pl->n] = lx + w / 2, pl->y1[pl->n++] = ly + 6;
   }
-  fprintf(o, "<text x='%.1f' y='%.1f' class='lab' fill='%s'>%s</text>\n", lx, ly + 4, col,
-          text);
+  fprintf(o, "<text x='%.1f' y='%.1f' class='lab' fill='%s'>%s</text>\n", lx, ly + 4, col, text);
 }
 
 /* One cell of a rank's bar: the chunk's value, coloured by how much of
  * what it needs it holds. */
-static void draw_cell(FILE *o, const viz_t *v, double x, double y, double w, double h,
-                      int q, int c, val_t val, const char *what, int sent, int passing) {
+static void draw_cell(FILE *o, const viz_t *v, double x, double y, double w, double h, int q, int c,
+                      val_t val, const char *what, int sent, int passing) {
   uint64_t nd = sim_need(&v->s, q, c);
   int k = __builtin_popcountll(val.set & nd), all = __builtin_popcountll(nd);
   char col[8];
   cell_colour(val.set ? fmax((double)k / all, 0.08) : 0, col);
-  fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.0f' fill='%s'%s stroke='%s' "
-          "stroke-width='%s'%s><title>rank %d, chunk %d in %s: ", x, y, fmax(w, 1), h, col,
-          passing ? " fill-opacity='0.45'" : "", sent ? "#000" : "#bbb", sent ? "1.5" : "0.5",
-          passing ? " stroke-dasharray='2,2'" : "", q, c, what);
+  fprintf(o,
+          "<rect x='%.1f' y='%.1f' width='%.1f' height='%.0f' fill='%s'%s stroke='%s' "
+          "stroke-width='%s'%s><title>rank %d, chunk %d in %s: ",
+          x, y, fmax(w, 1), h, col, passing ? " fill-opacity='0.45'" : "", sent ? "#000" : "#bbb",
+          sent ? "1.5" : "0.5", passing ? " stroke-dasharray='2,2'" : "", q, c, what);
   if (val.set)
-    fprintf(o, "%d of %d contributions%s", k, all,
-            val.tag != c ? " (another rank's block)" : "");
+    fprintf(o, "%d of %d contributions%s", k, all, val.tag != c ? " (another rank's block)" : "");
   else
     fprintf(o, "nothing");
   fprintf(o, "%s%s</title></rect>\n", passing ? "; received and passed on, not stored" : "",
@@ -544,11 +546,11 @@ static void draw_cell(FILE *o, const viz_t *v, double x, double y, double w, dou
 
 /* One chunk of a rank's INPUT: there or not (what it holds is the rank's
  * own part, or the root's blocks). */
-static void draw_input(FILE *o, double x, double y, double w, int q, int c, int there,
-                       int sent) {
-  fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='5' fill='%s' stroke='%s' "
-          "stroke-width='%s'><title>rank %d, chunk %d in INPUT: %s%s</title></rect>\n", x, y,
-          fmax(w, 1), there ? "#9e9ac8" : "#f2f2f2", sent ? "#000" : "#bbb",
+static void draw_input(FILE *o, double x, double y, double w, int q, int c, int there, int sent) {
+  fprintf(o,
+          "<rect x='%.1f' y='%.1f' width='%.1f' height='5' fill='%s' stroke='%s' "
+          "stroke-width='%s'><title>rank %d, chunk %d in INPUT: %s%s</title></rect>\n",
+          x, y, fmax(w, 1), there ? "#9e9ac8" : "#f2f2f2", sent ? "#000" : "#bbb",
           sent ? "1.5" : "0.5", q, c, there ? "the caller's data" : "nothing",
           sent ? "; sent in this step" : "");
 }
@@ -557,9 +559,10 @@ static void draw_input(FILE *o, double x, double y, double w, int q, int c, int 
  * only passes on drawn faded, and its INPUT as a thin strip below. */
 static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slowest) {
   double x = v->cx[q] - v->bw / 2, y = v->cy[q] - v->bh / 2;
-  fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' rx='5' fill='white' "
-          "stroke='%s' stroke-width='%s'/>\n", x, y, v->bw, v->bh,
-          slowest ? "#d7191c" : "#444", slowest ? "2.5" : "1");
+  fprintf(o,
+          "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' rx='5' fill='white' "
+          "stroke='%s' stroke-width='%s'/>\n",
+          x, y, v->bw, v->bh, slowest ? "#d7191c" : "#444", slowest ? "2.5" : "1");
   fprintf(o, "<text x='%.1f' y='%.1f' class='rk'>rank %d</text>\n", v->cx[q], y + 14, q);
   size_t total = 0;
   int shown = 0, n = v->s.n;
@@ -584,12 +587,14 @@ static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slow
     if (p->cp[i].rank != q)
       continue;
     run_label(v, p->cp[i].chunk, p->cp[i].n, run, sizeof run);
-    fprintf(o, "<text x='%.1f' y='%.1f' class='tm' fill='#2ca02c'>%s: INPUT\xe2\x86\x92"
-            "WORK</text>\n", v->cx[q], y + v->bh + 12 + 12 * line++, run);
+    fprintf(o,
+            "<text x='%.1f' y='%.1f' class='tm' fill='#2ca02c'>%s: INPUT\xe2\x86\x92"
+            "WORK</text>\n",
+            v->cx[q], y + v->bh + 12 + 12 * line++, run);
   }
   if (v->trace && p->t1[q] >= 0)
-    fprintf(o, "<text x='%.1f' y='%.1f' class='tm'%s>%.1f \xc2\xb5s</text>\n", v->cx[q],
-            y + 52, slowest ? " fill='#d7191c'" : "", (p->t1[q] - p->t0[q]) * 1e6);
+    fprintf(o, "<text x='%.1f' y='%.1f' class='tm'%s>%.1f \xc2\xb5s</text>\n", v->cx[q], y + 52,
+            slowest ? " fill='#d7191c'" : "", (p->t1[q] - p->t0[q]) * 1e6);
 }
 
 static void draw_panel(FILE *o, const viz_t *v, int i) {
@@ -610,8 +615,10 @@ static void draw_panel(FILE *o, const viz_t *v, int i) {
   else
     fprintf(o, ": what %s promises", baton__coll_name(v->s.coll));
   if (slow >= 0)
-    fprintf(o, "</text><text x='10' y='36' class='sl'>slowest: rank %d, "
-            "%.1f \xc2\xb5s", slow, worst * 1e6);
+    fprintf(o,
+            "</text><text x='10' y='36' class='sl'>slowest: rank %d, "
+            "%.1f \xc2\xb5s",
+            slow, worst * 1e6);
   fprintf(o, "</text>\n");
   int label = p->nx <= 3 * v->s.n; /* beyond that the labels only hide the arrows */
   placed_t pl = {.n = 0};
@@ -627,7 +634,8 @@ static void draw_panel(FILE *o, const viz_t *v, int i) {
 
 static const char *style =
     "<style>text{font-family:DejaVu Sans,Arial,sans-serif;font-size:11px}"
-    ".rk{text-anchor:middle;font-weight:bold}.cn{text-anchor:middle;font-size:9px}.sl{font-size:10px;fill:#d7191c}.tm{text-anchor:middle;font-size:10px}"
+    ".rk{text-anchor:middle;font-weight:bold}.cn{text-anchor:middle;font-size:9px}.sl{font-size:"
+    "10px;fill:#d7191c}.tm{text-anchor:middle;font-size:10px}"
     ".ttl,.tl{font-size:13px;font-weight:bold}.hd{font-size:15px;font-weight:bold}"
     ".lab{text-anchor:middle;font-weight:bold;paint-order:stroke;stroke:#fff;"
     "stroke-width:3px}</style>\n"
@@ -672,8 +680,8 @@ static void draw_header(FILE *o, const viz_t *v) {
   }
   fprintf(o, "</text>\n<g transform='translate(10,36)'>");
   const double fr[] = {0, 0.25, 0.6, 0.85, 1};
-  const char *lab = !reduces(v) ? "chunk: absent / held"
-                                                     : "chunk: contributions held, few \xe2\x86\x92 all";
+  const char *lab =
+      !reduces(v) ? "chunk: absent / held" : "chunk: contributions held, few \xe2\x86\x92 all";
   int x = 0;
   for (int i = 0; i < 5; i++) {
     char col[8];
@@ -683,7 +691,8 @@ static void draw_header(FILE *o, const viz_t *v) {
     fprintf(o, "<rect x='%d' y='0' width='14' height='12' fill='%s' stroke='#bbb'/>", x, col);
     x += 16;
   }
-  fprintf(o, "<text x='%d' y='10'>%s; black outline: sent in this step</text>"
+  fprintf(o,
+          "<text x='%d' y='10'>%s; black outline: sent in this step</text>"
           "<path d='M530,6h30' stroke='#d95f02' stroke-width='2' marker-end='url(#hr)'/>"
           "<text x='566' y='10'>receive and reduce</text>"
           "<path d='M690,6h30' stroke='#1f78b4' stroke-width='2' marker-end='url(#hc)'/>"
@@ -693,7 +702,8 @@ static void draw_header(FILE *o, const viz_t *v) {
           "<path d='M530,24h30' stroke='#444' stroke-width='2' stroke-dasharray='5,3'/>"
           "<text x='566' y='28'>sent from INPUT</text>"
           "<path d='M690,24h30' stroke='#444' stroke-width='2'/>"
-          "<text x='726' y='28'>from WORK or passed on</text></g>\n", x + 6, lab);
+          "<text x='726' y='28'>from WORK or passed on</text></g>\n",
+          x + 6, lab);
 }
 
 /* Every step of every rank on one time axis: a late rank or a slow step
@@ -704,29 +714,34 @@ static double draw_timeline(FILE *o, const viz_t *v, double y, double width) {
     return y;
   fprintf(o, "<g transform='translate(0,%.0f)'><text x='10' y='12' class='tl'>", y);
   xml_text(o, v->trace);
-  fprintf(o, ", collective %llu: %.1f \xc2\xb5s (axis: \xc2\xb5s from the first step's "
-          "start)</text>\n", v->seq, v->span * 1e6);
+  fprintf(o,
+          ", collective %llu: %.1f \xc2\xb5s (axis: \xc2\xb5s from the first step's "
+          "start)</text>\n",
+          v->seq, v->span * 1e6);
   for (int q = 0; q < v->s.n; q++) {
     double ry = 22 + q * row;
-    fprintf(o, "<text x='%.0f' y='%.1f' text-anchor='end'>rank %d</text>\n", left - 6,
-            ry + 10, q);
+    fprintf(o, "<text x='%.0f' y='%.1f' text-anchor='end'>rank %d</text>\n", left - 6, ry + 10, q);
     for (int i = 0; i < v->s.np; i++) {
       const panel_t *p = &v->s.p[i];
       if (p->t1[q] < 0)
         continue;
       double x0 = left + w * p->t0[q] / v->span, x1 = left + w * p->t1[q] / v->span;
-      fprintf(o, "<rect x='%.1f' y='%.1f' width='%.1f' height='%.0f' fill='%s' "
+      fprintf(o,
+              "<rect x='%.1f' y='%.1f' width='%.1f' height='%.0f' fill='%s' "
               "fill-opacity='%s' stroke='#fff' stroke-width='0.5'><title>rank %d %s step %d: "
-              "%.1f to %.1f \xc2\xb5s</title></rect>\n", x0, ry, fmax(x1 - x0, 0.8), row - 2,
-              phase_colour(p->phase), p->step % 2 ? "0.6" : "1", q, phase_label(p->phase),
-              p->step, p->t0[q] * 1e6, p->t1[q] * 1e6);
+              "%.1f to %.1f \xc2\xb5s</title></rect>\n",
+              x0, ry, fmax(x1 - x0, 0.8), row - 2, phase_colour(p->phase),
+              p->step % 2 ? "0.6" : "1", q, phase_label(p->phase), p->step, p->t0[q] * 1e6,
+              p->t1[q] * 1e6);
     }
   }
   double ay = 22 + v->s.n * row + 4;
   for (int t = 0; t <= 5; t++) {
     double x = left + w * t / 5;
-    fprintf(o, "<path d='M%.1f,%.1fv4' stroke='#444'/><text x='%.1f' y='%.1f' "
-            "class='tm'>%.1f</text>\n", x, ay, x, ay + 15, v->span * 1e6 * t / 5);
+    fprintf(o,
+            "<path d='M%.1f,%.1fv4' stroke='#444'/><text x='%.1f' y='%.1f' "
+            "class='tm'>%.1f</text>\n",
+            x, ay, x, ay + 15, v->span * 1e6 * t / 5);
   }
   fprintf(o, "</g>\n");
   return y + ay + 26;
@@ -740,8 +755,8 @@ static void write_svg(FILE *o, const viz_t *v) {
   double width = 0, height, tl = v->trace ? 22 + v->s.n * 14 + 52 : 0;
   int col = 0, row = 0;
   for (int i = 0; i < v->s.np; i++) {
-    if (col == cols || (i > 0 && v->s.p[i].phase != v->s.p[i - 1].phase && v->s.p[i].phase >= 0 &&
-                        col > 0))
+    if (col == cols ||
+        (i > 0 && v->s.p[i].phase != v->s.p[i - 1].phase && v->s.p[i].phase >= 0 && col > 0))
       col = 0, row++;
     x[i] = 10 + col * (v->pw + gap);
     y[i] = top + tl + row * (v->ph + gap);
@@ -750,7 +765,8 @@ static void write_svg(FILE *o, const viz_t *v) {
   }
   width = fmax(width, 860);
   height = top + tl + (row + 1) * (v->ph + gap) + 10;
-  fprintf(o, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' "
+  fprintf(o,
+          "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' "
           "viewBox='0 0 %.0f %.0f'>\n%s<rect width='100%%' height='100%%' fill='white'/>\n",
           width, height, width, height, style);
   draw_header(o, v);
@@ -768,33 +784,41 @@ static void write_svg(FILE *o, const viz_t *v) {
 /* One step at a time, with a slider, the arrow keys and a play button. */
 static void write_html(FILE *o, const viz_t *v) {
   double width = fmax(v->pw + 20, 860), tl = v->trace ? 22 + v->s.n * 14 + 52 : 0;
-  fprintf(o, "<!DOCTYPE html>\n<html xmlns='http://www.w3.org/1999/xhtml'><head><meta charset='utf-8'/><title>baton-viz: %s %s "
-          "N=%d</title>\n<style>body{font-family:DejaVu Sans,Arial,sans-serif;margin:12px}"
-          ".p{display:none}.p.on{display:block}#ctl{margin:8px 10px}"
-          "#ctl input{width:%.0fpx;vertical-align:middle}#lbl{white-space:nowrap}</style></head><body>\n",
-          baton__coll_name(v->s.coll), v->s.algo->name, v->s.n, fmin(width - 320, 500));
-  fprintf(o, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f'>%s",
-          width, 76 + tl, style);
+  fprintf(
+      o,
+      "<!DOCTYPE html>\n<html xmlns='http://www.w3.org/1999/xhtml'><head><meta "
+      "charset='utf-8'/><title>baton-viz: %s %s "
+      "N=%d</title>\n<style>body{font-family:DejaVu Sans,Arial,sans-serif;margin:12px}"
+      ".p{display:none}.p.on{display:block}#ctl{margin:8px 10px}"
+      "#ctl "
+      "input{width:%.0fpx;vertical-align:middle}#lbl{white-space:nowrap}</style></head><body>\n",
+      baton__coll_name(v->s.coll), v->s.algo->name, v->s.n, fmin(width - 320, 500));
+  fprintf(o, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f'>%s", width,
+          76 + tl, style);
   draw_header(o, v);
   draw_timeline(o, v, 76, width);
-  fprintf(o, "</svg>\n<div id='ctl'><button id='play'>play</button> <input type='range' "
-          "id='s' min='0' max='%d' value='0'/> <span id='lbl'></span></div>\n", v->s.np - 1);
+  fprintf(o,
+          "</svg>\n<div id='ctl'><button id='play'>play</button> <input type='range' "
+          "id='s' min='0' max='%d' value='0'/> <span id='lbl'></span></div>\n",
+          v->s.np - 1);
   for (int i = 0; i < v->s.np; i++) {
-    fprintf(o, "<div class='p' data-name='%s%s%d'><svg xmlns='http://www.w3.org/2000/svg' "
-            "width='%.0f' height='%.0f'>\n", phase_label(v->s.p[i].phase),
-            v->s.p[i].phase >= 0 ? " step " : "", v->s.p[i].step, v->pw, v->ph);
+    fprintf(o,
+            "<div class='p' data-name='%s%s%d'><svg xmlns='http://www.w3.org/2000/svg' "
+            "width='%.0f' height='%.0f'>\n",
+            phase_label(v->s.p[i].phase), v->s.p[i].phase >= 0 ? " step " : "", v->s.p[i].step,
+            v->pw, v->ph);
     draw_panel(o, v, i);
     fprintf(o, "</svg></div>\n");
   }
   fprintf(o, "<script>\nconst ps=document.querySelectorAll('.p'),s=document.getElementById"
-          "('s'),l=document.getElementById('lbl');let timer=null;\nfunction show(i){ps.forEach"
-          "((p,j)=>p.classList.toggle('on',j==i));s.value=i;l.textContent=(+i+1)+' / '+ps."
-          "length+': '+ps[i].dataset.name.replace(/result.*/,'result');}\ns.oninput=()=>show("
-          "s.value);\ndocument.onkeydown=e=>{if(e.key=='ArrowRight')show(Math.min(ps.length-1,"
-          "+s.value+1));if(e.key=='ArrowLeft')show(Math.max(0,s.value-1));};\ndocument."
-          "getElementById('play').onclick=()=>{if(timer){clearInterval(timer);timer=null;"
-          "return;}timer=setInterval(()=>show((+s.value+1)%%ps.length),900);};\nshow(0);\n"
-          "</script></body></html>\n");
+             "('s'),l=document.getElementById('lbl');let timer=null;\nfunction show(i){ps.forEach"
+             "((p,j)=>p.classList.toggle('on',j==i));s.value=i;l.textContent=(+i+1)+' / '+ps."
+             "length+': '+ps[i].dataset.name.replace(/result.*/,'result');}\ns.oninput=()=>show("
+             "s.value);\ndocument.onkeydown=e=>{if(e.key=='ArrowRight')show(Math.min(ps.length-1,"
+             "+s.value+1));if(e.key=='ArrowLeft')show(Math.max(0,s.value-1));};\ndocument."
+             "getElementById('play').onclick=()=>{if(timer){clearInterval(timer);timer=null;"
+             "return;}timer=setInterval(()=>show((+s.value+1)%%ps.length),900);};\nshow(0);\n"
+             "</script></body></html>\n");
 }
 
 /* ---------------------------------------------------------------- main */
@@ -802,15 +826,15 @@ static void write_html(FILE *o, const viz_t *v) {
 static void usage(FILE *f) {
   int n;
   const baton__algo_t *a = baton__algos(&n);
-  fprintf(f,
-          "usage: baton-viz -c COLL -a ALGO -n N [--count K] [--layout ring|tree] [-o FILE]\n"
-          "       baton-viz --trace 'trace.%%r' [--seq S] [-o FILE]\n"
-          "  -c, --coll COLL     allreduce, reduce_scatter, allgather, broadcast, reduce,\n"
-          "                      alltoall, gather, scatter, allgatherv, reduce_scatterv\n"
-          "  -a, --algo ALGO     the algorithm; default ring. Known:");
+  fprintf(f, "usage: baton-viz -c COLL -a ALGO -n N [--count K] [--layout ring|tree] [-o FILE]\n"
+             "       baton-viz --trace 'trace.%%r' [--seq S] [-o FILE]\n"
+             "  -c, --coll COLL     allreduce, reduce_scatter, allgather, broadcast, reduce,\n"
+             "                      alltoall, gather, scatter, allgatherv, reduce_scatterv\n"
+             "  -a, --algo ALGO     the algorithm; default ring. Known:");
   for (int i = 0; i < n; i++)
     fprintf(f, " %s", a[i].name);
-  fprintf(f, "\n"
+  fprintf(f,
+          "\n"
           "  -n N                ranks, 1..%d\n"
           "      --count K       elements of the call (allreduce: of the buffer;\n"
           "                      others: per rank), to draw uneven chunks\n"
@@ -822,7 +846,8 @@ static void usage(FILE *f) {
           "      --seq S         which collective of the trace (default: the last)\n"
           "  -o, --output FILE   default stdout; a .html name writes the page with a slider\n"
           "      --html          write the page with a slider\n"
-          "      --list          the collectives and algorithms it can draw\n", MAX_N);
+          "      --list          the collectives and algorithms it can draw\n",
+          MAX_N);
 }
 
 /* Every collective's name, for a message. */
@@ -844,8 +869,7 @@ static const char *algos_for(baton__coll_t coll) {
   buf[0] = '\0';
   for (int i = 0; i < n; i++)
     if (a[i].colls & (1u << coll))
-      snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", buf[0] ? ", " : "",
-               a[i].name);
+      snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", buf[0] ? ", " : "", a[i].name);
   return buf[0] ? buf : "none yet";
 }
 
@@ -875,28 +899,58 @@ int main(int argc, char **argv) {
       {"output", required_argument, NULL, 'o'}, {"html", no_argument, NULL, 'H'},
       {"help", no_argument, NULL, 'h'},         {"list", no_argument, NULL, 'L'},
       {"root", required_argument, NULL, 'r'},   {"counts", required_argument, NULL, 'C'},
-      {"hosts", required_argument, NULL, 'S'},
-      {NULL, 0, NULL, 0}};
+      {"hosts", required_argument, NULL, 'S'},  {NULL, 0, NULL, 0}};
   viz_t v = {.s.coll = BATON__COLL_COUNT};
-  const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL, *counts = NULL, *hosts = NULL;
+  const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL, *counts = NULL,
+             *hosts = NULL;
   int opt;
   while ((opt = getopt_long(argc, argv, "c:a:n:o:h", longopts, NULL)) != -1) {
     switch (opt) {
-    case 'c': coll = optarg; break;
-    case 'a': algo = optarg; break;
-    case 'n': v.s.n = (int)parse_long(optarg, "-n", 1, MAX_N); break;
-    case 'k': v.s.count = (size_t)parse_long(optarg, "--count", 0, 1L << 50); break;
-    case 'l': layout = optarg; break;
-    case 'C': counts = optarg; break;
-    case 'S': hosts = optarg; break;
-    case 'r': v.s.root = (int)parse_long(optarg, "--root", 0, MAX_N - 1); break;
-    case 't': v.trace = optarg; break;
-    case 's': v.seq = (unsigned long long)parse_long(optarg, "--seq", 1, 1L << 62); break;
-    case 'o': out = optarg; break;
-    case 'H': v.html = 1; break;
-    case 'h': usage(stdout); return 0;
-    case 'L': list(); return 0;
-    default: usage(stderr); return 2;
+    case 'c':
+      coll = optarg;
+      break;
+    case 'a':
+      algo = optarg;
+      break;
+    case 'n':
+      v.s.n = (int)parse_long(optarg, "-n", 1, MAX_N);
+      break;
+    case 'k':
+      v.s.count = (size_t)parse_long(optarg, "--count", 0, 1L << 50);
+      break;
+    case 'l':
+      layout = optarg;
+      break;
+    case 'C':
+      counts = optarg;
+      break;
+    case 'S':
+      hosts = optarg;
+      break;
+    case 'r':
+      v.s.root = (int)parse_long(optarg, "--root", 0, MAX_N - 1);
+      break;
+    case 't':
+      v.trace = optarg;
+      break;
+    case 's':
+      v.seq = (unsigned long long)parse_long(optarg, "--seq", 1, 1L << 62);
+      break;
+    case 'o':
+      out = optarg;
+      break;
+    case 'H':
+      v.html = 1;
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    case 'L':
+      list();
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
     }
   }
   if (optind < argc)
@@ -943,8 +997,7 @@ int main(int argc, char **argv) {
   int broken = v.s.bad[0] != 0;
   if (broken)
     fprintf(stderr, "baton-viz: %s %s on %d ranks: the result is not what %s promises: %s\n",
-            v.s.algo->name, baton__coll_name(v.s.coll), v.s.n, baton__coll_name(v.s.coll),
-            v.s.bad);
+            v.s.algo->name, baton__coll_name(v.s.coll), v.s.n, baton__coll_name(v.s.coll), v.s.bad);
   sim_free(&v.s);
   return broken;
 }

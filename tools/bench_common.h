@@ -72,29 +72,23 @@ typedef enum {
 } coll_t;
 
 static const char *const coll_names[COLL_COUNT] = {
-    "allreduce", "reduce_scatter", "allgather", "broadcast",
-    "reduce",    "alltoall",       "gather",    "scatter",
-    "allgatherv", "reduce_scatterv"};
+    "allreduce", "reduce_scatter", "allgather", "broadcast",  "reduce",
+    "alltoall",  "gather",         "scatter",   "allgatherv", "reduce_scatterv"};
 
 /* Collectives whose buffer is split into one part per rank: the size is
  * of the whole buffer, nranks parts. */
-static int coll_has_parts(coll_t c)
-{
-  return c == COLL_REDUCE_SCATTER || c == COLL_ALLGATHER ||
-         c == COLL_ALLTOALL || c == COLL_GATHER || c == COLL_SCATTER ||
-         c == COLL_ALLGATHERV || c == COLL_REDUCE_SCATTERV;
+static int coll_has_parts(coll_t c) {
+  return c == COLL_REDUCE_SCATTER || c == COLL_ALLGATHER || c == COLL_ALLTOALL ||
+         c == COLL_GATHER || c == COLL_SCATTER || c == COLL_ALLGATHERV || c == COLL_REDUCE_SCATTERV;
 }
 
-static int coll_has_op(coll_t c)
-{
+static int coll_has_op(coll_t c) {
   return c == COLL_ALLREDUCE || c == COLL_REDUCE_SCATTER || c == COLL_REDUCE ||
          c == COLL_REDUCE_SCATTERV;
 }
 
-static int coll_has_root(coll_t c)
-{
-  return c == COLL_BROADCAST || c == COLL_REDUCE || c == COLL_GATHER ||
-         c == COLL_SCATTER;
+static int coll_has_root(coll_t c) {
+  return c == COLL_BROADCAST || c == COLL_REDUCE || c == COLL_GATHER || c == COLL_SCATTER;
 }
 
 typedef enum { KIND_SINT, KIND_UINT, KIND_FLOAT } kind_t;
@@ -102,8 +96,17 @@ typedef enum { KIND_SINT, KIND_UINT, KIND_FLOAT } kind_t;
 /* baton's dtypes, in the order of baton_dtype_t and with the names of
  * baton_dtype_name(); MPI lacks the two 16-bit floats. */
 typedef enum {
-  DT_INT8, DT_UINT8, DT_INT32, DT_UINT32, DT_INT64, DT_UINT64,
-  DT_FLOAT16, DT_BFLOAT16, DT_FLOAT32, DT_FLOAT64, DT_COUNT
+  DT_INT8,
+  DT_UINT8,
+  DT_INT32,
+  DT_UINT32,
+  DT_INT64,
+  DT_UINT64,
+  DT_FLOAT16,
+  DT_BFLOAT16,
+  DT_FLOAT32,
+  DT_FLOAT64,
+  DT_COUNT
 } dtype_t;
 
 typedef struct {
@@ -113,17 +116,15 @@ typedef struct {
 } dtype_info_t;
 
 static const dtype_info_t dtypes[DT_COUNT] = {
-    {"int8", 1, KIND_SINT},     {"uint8", 1, KIND_UINT},
-    {"int32", 4, KIND_SINT},    {"uint32", 4, KIND_UINT},
-    {"int64", 8, KIND_SINT},    {"uint64", 8, KIND_UINT},
-    {"float16", 2, KIND_FLOAT}, {"bfloat16", 2, KIND_FLOAT},
-    {"float32", 4, KIND_FLOAT}, {"float64", 8, KIND_FLOAT}};
+    {"int8", 1, KIND_SINT},     {"uint8", 1, KIND_UINT},     {"int32", 4, KIND_SINT},
+    {"uint32", 4, KIND_UINT},   {"int64", 8, KIND_SINT},     {"uint64", 8, KIND_UINT},
+    {"float16", 2, KIND_FLOAT}, {"bfloat16", 2, KIND_FLOAT}, {"float32", 4, KIND_FLOAT},
+    {"float64", 8, KIND_FLOAT}};
 
 /* baton's reductions, in the order of baton_op_t; MPI lacks the average. */
 typedef enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_AVG, OP_COUNT } op_t;
 
-static const char *const op_names[OP_COUNT] = {"sum", "prod", "min", "max",
-                                               "avg"};
+static const char *const op_names[OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
 
 /* ------------------------------------------------------------- types */
 
@@ -152,7 +153,7 @@ typedef struct {
   char *pattern, *expect;  /* --check only: this size's input and output */
   double *iter_s;          /* iters: per-call seconds, then their MAX */
   long long reported;      /* mismatches printed so far */
-  char note[256]; /* a line the program adds to the header, or "" */
+  char note[256];          /* a line the program adds to the header, or "" */
   /* this size */
   size_t total; /* elements of the whole buffer */
   size_t part;  /* per-rank elements when coll_has_parts(), total
@@ -194,7 +195,7 @@ typedef struct {
 
   /* Flags beyond the shared ones (see bench_parse_args()). */
   const char *shortopts;
-  const struct option *longopts; /* ended by a NULL name */
+  const struct option *longopts;           /* ended by a NULL name */
   void (*own_opt)(int c, const char *arg); /* those of longopts */
   const char *bad_dtype;
   const char *bad_op;
@@ -208,10 +209,8 @@ typedef struct {
 static const bench_prog_t *bench_prog;
 static int bench_rank = -1;
 
-static void bench_die(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2), noreturn));
-static void bench_die(const char *fmt, ...)
-{
+static void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void bench_die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "%s [%d]: ", bench_prog->name, bench_rank);
@@ -227,18 +226,30 @@ static void bench_die(const char *fmt, ...)
 
 /* "128M" -> 134217728. K, M and G are powers of 1024; a trailing "B" or
  * "iB" is accepted. */
-static int parse_size(const char *s, size_t *out)
-{
+static int parse_size(const char *s, size_t *out) {
   char *end;
   unsigned long long v = strtoull(s, &end, 10);
   unsigned long long mult = 1;
   if (end == s || *s == '-')
     return -1;
   switch (*end) {
-  case 'k': case 'K': mult = 1ull << 10; end++; break;
-  case 'm': case 'M': mult = 1ull << 20; end++; break;
-  case 'g': case 'G': mult = 1ull << 30; end++; break;
-  default: break;
+  case 'k':
+  case 'K':
+    mult = 1ull << 10;
+    end++;
+    break;
+  case 'm':
+  case 'M':
+    mult = 1ull << 20;
+    end++;
+    break;
+  case 'g':
+  case 'G':
+    mult = 1ull << 30;
+    end++;
+    break;
+  default:
+    break;
   }
   if (mult > 1 && *end == 'i')
     end++;
@@ -250,8 +261,7 @@ static int parse_size(const char *s, size_t *out)
   return 0;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
+static int parse_int(const char *s, int lo, int hi, int *out) {
   char *end;
   long v = strtol(s, &end, 10);
   if (end == s || *end != '\0' || v < lo || v > hi)
@@ -260,8 +270,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
   return 0;
 }
 
-static int lookup(const char *s, const char *const *names, int n)
-{
+static int lookup(const char *s, const char *const *names, int n) {
   for (int i = 0; i < n; i++)
     if (strcmp(s, names[i]) == 0)
       return i;
@@ -269,31 +278,30 @@ static int lookup(const char *s, const char *const *names, int n)
 }
 
 /* The help text of the shared flags, for the programs' usage(). */
-#define BENCH_USAGE_SIZES                                                    \
-  "  -b, --minbytes SIZE     smallest size, bytes with K/M/G "               \
-  "suffixes (default 8)\n"                                                   \
-  "  -e, --maxbytes SIZE     largest size (default 128M)\n"                  \
-  "  -f, --stepfactor F      multiply the size by F (default 2)\n"           \
-  "  -i, --stepbytes STEP    add STEP bytes instead\n"                       \
-  "  -w, --warmup_iters W    untimed calls per size and group "              \
-  "(default 5)\n"                                                            \
-  "  -n, --iters N           timed calls per size and group "                \
-  "(default 20)\n"                                                           \
-  "  -r, --root R            root of broadcast, reduce, gather, scatter "    \
+#define BENCH_USAGE_SIZES                                                                          \
+  "  -b, --minbytes SIZE     smallest size, bytes with K/M/G "                                     \
+  "suffixes (default 8)\n"                                                                         \
+  "  -e, --maxbytes SIZE     largest size (default 128M)\n"                                        \
+  "  -f, --stepfactor F      multiply the size by F (default 2)\n"                                 \
+  "  -i, --stepbytes STEP    add STEP bytes instead\n"                                             \
+  "  -w, --warmup_iters W    untimed calls per size and group "                                    \
+  "(default 5)\n"                                                                                  \
+  "  -n, --iters N           timed calls per size and group "                                      \
+  "(default 20)\n"                                                                                 \
+  "  -r, --root R            root of broadcast, reduce, gather, scatter "                          \
   "(default 0)\n"
-#define BENCH_USAGE_CHECK                                                    \
-  "  -z, --inplace           in-place group only\n"                          \
-  "      --check             verify every timed call; count "                \
-  "mismatches in #wrong\n"                                                   \
-  "      --json              one JSON document on stdout instead of the "    \
+#define BENCH_USAGE_CHECK                                                                          \
+  "  -z, --inplace           in-place group only\n"                                                \
+  "      --check             verify every timed call; count "                                      \
+  "mismatches in #wrong\n"                                                                         \
+  "      --json              one JSON document on stdout instead of the "                          \
   "table\n"
 
 /* What bench_parse_args() found: go on, or print the usage and exit. */
 enum { BENCH_ARGS_OK, BENCH_ARGS_HELP, BENCH_ARGS_BAD };
 
 /* One flag that takes a value (all but -z, --check, --params, -h). */
-static void parse_value(int c, const char *arg, opts_t *o)
-{
+static void parse_value(int c, const char *arg, opts_t *o) {
   const bench_prog_t *p = bench_prog;
   int v, factor;
 
@@ -303,7 +311,8 @@ static void parse_value(int c, const char *arg, opts_t *o)
       arg = "broadcast";
     if ((v = lookup(arg, coll_names, COLL_COUNT)) < 0)
       bench_die("-c %s: expected allreduce, reduce_scatter, allgather, "
-                "broadcast, reduce, alltoall, gather or scatter", arg);
+                "broadcast, reduce, alltoall, gather or scatter",
+                arg);
     if (p->why_not && p->why_not((coll_t)v))
       bench_die("-c %s: %s", arg, p->why_not((coll_t)v));
     o->coll = (coll_t)v;
@@ -372,57 +381,70 @@ static void parse_value(int c, const char *arg, opts_t *o)
 
 /* The flags both programs take, and those of bench_prog's shortopts and
  * longopts; dies on a bad value. */
-static int bench_parse_args(int argc, char **argv, opts_t *o)
-{
-  static const struct option shared[] = {
-      {"collective", required_argument, NULL, 'c'},
-      {"minbytes", required_argument, NULL, 'b'},
-      {"maxbytes", required_argument, NULL, 'e'},
-      {"stepfactor", required_argument, NULL, 'f'},
-      {"stepbytes", required_argument, NULL, 'i'},
-      {"warmup_iters", required_argument, NULL, 'w'},
-      {"iters", required_argument, NULL, 'n'},
-      {"datatype", required_argument, NULL, 'd'},
-      {"op", required_argument, NULL, 'o'},
-      {"root", required_argument, NULL, 'r'},
-      {"algo", required_argument, NULL, 'a'},
-      {"inplace", no_argument, NULL, 'z'},
-      {"check", no_argument, NULL, 'C'},
-      {"json", no_argument, NULL, 'J'},
-      {"help", no_argument, NULL, 'h'}};
+static int bench_parse_args(int argc, char **argv, opts_t *o) {
+  static const struct option shared[] = {{"collective", required_argument, NULL, 'c'},
+                                         {"minbytes", required_argument, NULL, 'b'},
+                                         {"maxbytes", required_argument, NULL, 'e'},
+                                         {"stepfactor", required_argument, NULL, 'f'},
+                                         {"stepbytes", required_argument, NULL, 'i'},
+                                         {"warmup_iters", required_argument, NULL, 'w'},
+                                         {"iters", required_argument, NULL, 'n'},
+                                         {"datatype", required_argument, NULL, 'd'},
+                                         {"op", required_argument, NULL, 'o'},
+                                         {"root", required_argument, NULL, 'r'},
+                                         {"algo", required_argument, NULL, 'a'},
+                                         {"inplace", no_argument, NULL, 'z'},
+                                         {"check", no_argument, NULL, 'C'},
+                                         {"json", no_argument, NULL, 'J'},
+                                         {"help", no_argument, NULL, 'h'}};
   enum { NSHARED = sizeof shared / sizeof shared[0], NMORE = 8 };
   struct option longopts[NSHARED + NMORE + 1];
   char shortopts[64];
   int c, n = NSHARED;
 
   memcpy(longopts, shared, sizeof shared);
-  for (const struct option *x = bench_prog->longopts;
-       x && x->name && n < NSHARED + NMORE; x++)
+  for (const struct option *x = bench_prog->longopts; x && x->name && n < NSHARED + NMORE; x++)
     longopts[n++] = *x;
   longopts[n] = (struct option){NULL, 0, NULL, 0};
   snprintf(shortopts, sizeof shortopts, "c:b:e:f:i:w:n:d:o:r:a:zh%s",
            bench_prog->shortopts ? bench_prog->shortopts : "");
 
-  *o = (opts_t){.coll = COLL_ALLREDUCE, .min_bytes = 8,
-                .max_bytes = 128u << 20, .factor = 2, .warmup = 5,
-                .iters = 20, .dtype = DT_FLOAT32, .op = OP_SUM};
+  *o = (opts_t){.coll = COLL_ALLREDUCE,
+                .min_bytes = 8,
+                .max_bytes = 128u << 20,
+                .factor = 2,
+                .warmup = 5,
+                .iters = 20,
+                .dtype = DT_FLOAT32,
+                .op = OP_SUM};
   while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
     switch (c) {
-    case 'z': o->inplace_only = 1; break;
-    case 'C': o->check = 1; break;
-    case 'J': o->json = 1; break;
-    case 'P': o->params = 1; break;
-    case 'h': return BENCH_ARGS_HELP;
-    case '?': return BENCH_ARGS_BAD;
-    default: parse_value(c, optarg, o); break;
+    case 'z':
+      o->inplace_only = 1;
+      break;
+    case 'C':
+      o->check = 1;
+      break;
+    case 'J':
+      o->json = 1;
+      break;
+    case 'P':
+      o->params = 1;
+      break;
+    case 'h':
+      return BENCH_ARGS_HELP;
+    case '?':
+      return BENCH_ARGS_BAD;
+    default:
+      parse_value(c, optarg, o);
+      break;
     }
   }
   if (optind < argc)
     bench_die("unexpected argument '%s'", argv[optind]);
   if (o->min_bytes > o->max_bytes)
     bench_die("-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
-  if (bench_prog->inplace_only ||
-      (o->coll == COLL_BROADCAST && bench_prog->bcast_one_buffer))
+  if (bench_prog->inplace_only || (o->coll == COLL_BROADCAST && bench_prog->bcast_one_buffer))
     o->inplace_only = 1; /* no out-of-place group */
   return BENCH_ARGS_OK;
 }
@@ -431,8 +453,7 @@ static int bench_parse_args(int argc, char **argv, opts_t *o)
 
 /* binary16 and bfloat16 with round-to-nearest-even, kept here rather than
  * borrowed from the library so that the check is independent of it. */
-static uint16_t float_to_half(float f)
-{
+static uint16_t float_to_half(float f) {
   uint32_t x, abs, sign, h, rem;
   memcpy(&x, &f, sizeof x);
   sign = (x >> 16) & 0x8000;
@@ -453,8 +474,7 @@ static uint16_t float_to_half(float f)
   return (uint16_t)(sign | h);
 }
 
-static float half_to_float(uint16_t h)
-{
+static float half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f;
   uint32_t m = h & 0x3ff, x;
   float f;
@@ -467,8 +487,7 @@ static float half_to_float(uint16_t h)
   return f;
 }
 
-static uint16_t float_to_bf16(float f)
-{
+static uint16_t float_to_bf16(float f) {
   uint32_t x;
   memcpy(&x, &f, sizeof x);
   if ((x & 0x7fffffff) > 0x7f800000)
@@ -477,8 +496,7 @@ static uint16_t float_to_bf16(float f)
   return (uint16_t)(x >> 16);
 }
 
-static float bf16_to_float(uint16_t h)
-{
+static float bf16_to_float(uint16_t h) {
   uint32_t x = (uint32_t)h << 16;
   float f;
   memcpy(&f, &x, sizeof f);
@@ -490,8 +508,7 @@ static float bf16_to_float(uint16_t h)
  * (bfloat16 up to about 40 ranks), whatever the order of the reduction.
  * For the additive ops the two rank-dependent terms cancel, so the sum is
  * n * base and the average is exact too. */
-static int64_t reduce_input(op_t op, kind_t kind, int r, int n, size_t i)
-{
+static int64_t reduce_input(op_t op, kind_t kind, int r, int n, size_t i) {
   int first = (int)(i % (size_t)n), second = (int)((i + 1) % (size_t)n);
   int64_t base, k;
 
@@ -510,29 +527,40 @@ static int64_t reduce_input(op_t op, kind_t kind, int r, int n, size_t i)
 }
 
 /* v as the dtype would hold it: integers wrap. */
-static int64_t wrap(dtype_t dt, int64_t v)
-{
+static int64_t wrap(dtype_t dt, int64_t v) {
   switch (dt) {
-  case DT_INT8: return (int8_t)v;
-  case DT_UINT8: return (uint8_t)v;
-  case DT_INT32: return (int32_t)v;
-  case DT_UINT32: return (uint32_t)v;
-  default: return v;
+  case DT_INT8:
+    return (int8_t)v;
+  case DT_UINT8:
+    return (uint8_t)v;
+  case DT_INT32:
+    return (int32_t)v;
+  case DT_UINT32:
+    return (uint32_t)v;
+  default:
+    return v;
   }
 }
 
-static int64_t reduce_expect(op_t op, dtype_t dt, int n, size_t i)
-{
+static int64_t reduce_expect(op_t op, dtype_t dt, int n, size_t i) {
   kind_t kind = dtypes[dt].kind;
   int64_t acc = reduce_input(op, kind, 0, n, i);
 
   for (int r = 1; r < n; r++) {
     int64_t v = reduce_input(op, kind, r, n, i);
     switch (op) {
-    case OP_PROD: acc *= v; break;
-    case OP_MIN: acc = v < acc ? v : acc; break;
-    case OP_MAX: acc = v > acc ? v : acc; break;
-    default: acc += v; break;
+    case OP_PROD:
+      acc *= v;
+      break;
+    case OP_MIN:
+      acc = v < acc ? v : acc;
+      break;
+    case OP_MAX:
+      acc = v > acc ? v : acc;
+      break;
+    default:
+      acc += v;
+      break;
     }
   }
   if (op == OP_AVG)
@@ -541,43 +569,72 @@ static int64_t reduce_expect(op_t op, dtype_t dt, int n, size_t i)
 }
 
 /* What rank q contributes at element idx of an allgather or broadcast. */
-static int64_t gather_input(kind_t kind, int q, size_t idx)
-{
+static int64_t gather_input(kind_t kind, int q, size_t idx) {
   int64_t v = (int64_t)((idx * 3 + (size_t)q * 5) % 97);
   return kind == KIND_UINT ? v : v - 48;
 }
 
-static void put_elem(void *buf, size_t i, dtype_t dt, int64_t v)
-{
+static void put_elem(void *buf, size_t i, dtype_t dt, int64_t v) {
   switch (dt) {
-  case DT_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-  case DT_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-  case DT_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-  case DT_UINT32: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-  case DT_INT64: ((int64_t *)buf)[i] = v; break;
-  case DT_UINT64: ((uint64_t *)buf)[i] = (uint64_t)v; break;
-  case DT_FLOAT16: ((uint16_t *)buf)[i] = float_to_half((float)v); break;
-  case DT_BFLOAT16: ((uint16_t *)buf)[i] = float_to_bf16((float)v); break;
-  case DT_FLOAT32: ((float *)buf)[i] = (float)v; break;
-  case DT_FLOAT64: ((double *)buf)[i] = (double)v; break;
-  default: break;
+  case DT_INT8:
+    ((int8_t *)buf)[i] = (int8_t)v;
+    break;
+  case DT_UINT8:
+    ((uint8_t *)buf)[i] = (uint8_t)v;
+    break;
+  case DT_INT32:
+    ((int32_t *)buf)[i] = (int32_t)v;
+    break;
+  case DT_UINT32:
+    ((uint32_t *)buf)[i] = (uint32_t)v;
+    break;
+  case DT_INT64:
+    ((int64_t *)buf)[i] = v;
+    break;
+  case DT_UINT64:
+    ((uint64_t *)buf)[i] = (uint64_t)v;
+    break;
+  case DT_FLOAT16:
+    ((uint16_t *)buf)[i] = float_to_half((float)v);
+    break;
+  case DT_BFLOAT16:
+    ((uint16_t *)buf)[i] = float_to_bf16((float)v);
+    break;
+  case DT_FLOAT32:
+    ((float *)buf)[i] = (float)v;
+    break;
+  case DT_FLOAT64:
+    ((double *)buf)[i] = (double)v;
+    break;
+  default:
+    break;
   }
 }
 
-static double get_elem(const void *buf, size_t i, dtype_t dt)
-{
+static double get_elem(const void *buf, size_t i, dtype_t dt) {
   switch (dt) {
-  case DT_INT8: return ((const int8_t *)buf)[i];
-  case DT_UINT8: return ((const uint8_t *)buf)[i];
-  case DT_INT32: return ((const int32_t *)buf)[i];
-  case DT_UINT32: return ((const uint32_t *)buf)[i];
-  case DT_INT64: return (double)((const int64_t *)buf)[i];
-  case DT_UINT64: return (double)((const uint64_t *)buf)[i];
-  case DT_FLOAT16: return half_to_float(((const uint16_t *)buf)[i]);
-  case DT_BFLOAT16: return bf16_to_float(((const uint16_t *)buf)[i]);
-  case DT_FLOAT32: return ((const float *)buf)[i];
-  case DT_FLOAT64: return ((const double *)buf)[i];
-  default: return 0;
+  case DT_INT8:
+    return ((const int8_t *)buf)[i];
+  case DT_UINT8:
+    return ((const uint8_t *)buf)[i];
+  case DT_INT32:
+    return ((const int32_t *)buf)[i];
+  case DT_UINT32:
+    return ((const uint32_t *)buf)[i];
+  case DT_INT64:
+    return (double)((const int64_t *)buf)[i];
+  case DT_UINT64:
+    return (double)((const uint64_t *)buf)[i];
+  case DT_FLOAT16:
+    return half_to_float(((const uint16_t *)buf)[i]);
+  case DT_BFLOAT16:
+    return bf16_to_float(((const uint16_t *)buf)[i]);
+  case DT_FLOAT32:
+    return ((const float *)buf)[i];
+  case DT_FLOAT64:
+    return ((const double *)buf)[i];
+  default:
+    return 0;
   }
 }
 
@@ -587,8 +644,7 @@ static double get_elem(const void *buf, size_t i, dtype_t dt)
  * The in-place forms are those of baton.h and of MPI_IN_PLACE: the rank's
  * own part of a parted buffer is where the result would put it, and the
  * root of reduce, gather and scatter alone has a result or an input. */
-static layout_t layout(const bench_t *b, int inplace)
-{
+static layout_t layout(const bench_t *b, int inplace) {
   size_t me = (size_t)b->rank * b->part * b->elsize;
   int is_root = b->rank == b->o.root;
   layout_t L = {b->sendbuf, b->total, b->recvbuf, b->total};
@@ -623,7 +679,8 @@ static layout_t layout(const bench_t *b, int inplace)
     if (inplace)
       L.recv = b->recvbuf + me;
     break;
-  default: break; /* allreduce, alltoall: whole buffers */
+  default:
+    break; /* allreduce, alltoall: whole buffers */
   }
   return L;
 }
@@ -632,8 +689,7 @@ static layout_t layout(const bench_t *b, int inplace)
  * Rank q's part i of a gathered or scattered buffer holds
  * gather_input(q, i); in alltoall, part j of rank q's input goes to rank
  * j. */
-static void fill_input(const bench_t *b, char *dst)
-{
+static void fill_input(const bench_t *b, char *dst) {
   dtype_t dt = b->o.dtype;
   kind_t kind = dtypes[dt].kind;
   size_t i, base = (size_t)b->rank * b->part;
@@ -663,8 +719,7 @@ static void fill_input(const bench_t *b, char *dst)
 }
 
 /* Writes what this rank should receive for this size (layout recv_count). */
-static void fill_expect(const bench_t *b, char *dst)
-{
+static void fill_expect(const bench_t *b, char *dst) {
   dtype_t dt = b->o.dtype;
   kind_t kind = dtypes[dt].kind;
   size_t i, base = (size_t)b->rank * b->part;
@@ -696,18 +751,17 @@ static void fill_expect(const bench_t *b, char *dst)
     break;
   case COLL_ALLTOALL:
     for (i = 0; i < b->total; i++)
-      put_elem(dst, i, dt,
-               gather_input(kind, (int)(i / b->part), base + i % b->part));
+      put_elem(dst, i, dt, gather_input(kind, (int)(i / b->part), base + i % b->part));
     break;
-  default: break;
+  default:
+    break;
   }
 }
 
 /* Elements of got that differ from want; prints the first few of the
  * run. */
-static long long count_wrong(bench_t *b, const char *what,
-                             const char *got, const char *want, size_t n)
-{
+static long long count_wrong(bench_t *b, const char *what, const char *got, const char *want,
+                             size_t n) {
   long long wrong = 0;
   size_t es = b->elsize;
 
@@ -718,11 +772,9 @@ static long long count_wrong(bench_t *b, const char *what,
       continue;
     wrong++;
     if (b->reported++ < 5)
-      fprintf(stderr,
-              "%s [%d]: %s %s count %zu: element %zu is %g, expected %g\n",
-              bench_prog->name, b->rank, coll_names[b->o.coll], what,
-              b->total, i, get_elem(got, i, b->o.dtype),
-              get_elem(want, i, b->o.dtype));
+      fprintf(stderr, "%s [%d]: %s %s count %zu: element %zu is %g, expected %g\n",
+              bench_prog->name, b->rank, coll_names[b->o.coll], what, b->total, i,
+              get_elem(got, i, b->o.dtype), get_elem(want, i, b->o.dtype));
   }
   return wrong;
 }
@@ -734,15 +786,13 @@ typedef struct {
   long long wrong; /* summed over ranks and calls; --check only */
 } group_t;
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
 /* Nearest-rank percentile of sorted[0 .. n). */
-static double percentile(const double *sorted, int n, double q)
-{
+static double percentile(const double *sorted, int n, double q) {
   int k = (int)ceil(q * n) - 1;
   return sorted[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
@@ -751,8 +801,7 @@ static double percentile(const double *sorted, int n, double q)
  * costs tens of nanoseconds); the per-call times and each rank's average
  * are reduced with MAX over the ranks in one call, so call i's time is the
  * slowest rank's, and p50/p99 are taken over those. */
-static group_t time_group(bench_t *b, int inplace)
-{
+static group_t time_group(bench_t *b, int inplace) {
   const bench_prog_t *p = bench_prog;
   layout_t L = layout(b, inplace);
   size_t es = b->elsize;
@@ -796,41 +845,36 @@ static group_t time_group(bench_t *b, int inplace)
 }
 
 /* nccl-tests' bus bandwidth factors. */
-static double bus_factor(coll_t coll, int n)
-{
+static double bus_factor(coll_t coll, int n) {
   switch (coll) {
-  case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
+  case COLL_ALLREDUCE:
+    return 2.0 * (n - 1) / n;
   case COLL_REDUCE_SCATTER:
   case COLL_ALLGATHER:
   case COLL_ALLTOALL:
   case COLL_GATHER:
   case COLL_SCATTER:
   case COLL_ALLGATHERV:
-  case COLL_REDUCE_SCATTERV: return (double)(n - 1) / n;
-  default: return 1.0; /* broadcast, reduce */
+  case COLL_REDUCE_SCATTERV:
+    return (double)(n - 1) / n;
+  default:
+    return 1.0; /* broadcast, reduce */
   }
 }
 
 /* nccl-tests' widths: fewer decimals as the time grows. */
-static void format_time(char *buf, size_t cap, double us)
-{
-  snprintf(buf, cap, us >= 10000 ? "%8.0f" : us >= 100 ? "%8.1f" : "%8.2f",
-           us);
+static void format_time(char *buf, size_t cap, double us) {
+  snprintf(buf, cap, us >= 10000 ? "%8.0f" : us >= 100 ? "%8.1f" : "%8.2f", us);
 }
 
-static const char *redop_name(const bench_t *b)
-{
+static const char *redop_name(const bench_t *b) {
   return coll_has_op(b->o.coll) ? op_names[b->o.op] : "none";
 }
 
-static int root_shown(const bench_t *b)
-{
-  return coll_has_root(b->o.coll) ? b->o.root : -1;
-}
+static int root_shown(const bench_t *b) { return coll_has_root(b->o.coll) ? b->o.root : -1; }
 
 /* s as a JSON string. */
-static void json_str(const char *s)
-{
+static void json_str(const char *s) {
   putchar('"');
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
@@ -850,20 +894,16 @@ typedef struct {
   char host[256], cpu[256], env[1024];
 } run_info_t;
 
-static int is_launcher_var(const char *e)
-{
+static int is_launcher_var(const char *e) {
   static const char *const set_by_launcher[] = {
-      "BATON_RANK=", "BATON_SIZE=", "BATON_ADDR=", "BATON_LOCAL_RANK=",
-      "BATON_LOCAL_SIZE="};
-  for (size_t i = 0; i < sizeof set_by_launcher / sizeof *set_by_launcher;
-       i++)
+      "BATON_RANK=", "BATON_SIZE=", "BATON_ADDR=", "BATON_LOCAL_RANK=", "BATON_LOCAL_SIZE="};
+  for (size_t i = 0; i < sizeof set_by_launcher / sizeof *set_by_launcher; i++)
     if (strncmp(e, set_by_launcher[i], strlen(set_by_launcher[i])) == 0)
       return 1;
   return 0;
 }
 
-static void run_info(run_info_t *ri)
-{
+static void run_info(run_info_t *ri) {
   char line[512];
   FILE *f;
   extern char **environ;
@@ -888,8 +928,7 @@ static void run_info(run_info_t *ri)
     if (strncmp(*e, "LD_PRELOAD=", 11) != 0 &&
         (strncmp(*e, "BATON_", 6) != 0 || is_launcher_var(*e)))
       continue;
-    snprintf(ri->env + used, sizeof ri->env - used, "%s%s", used ? " " : "",
-             *e);
+    snprintf(ri->env + used, sizeof ri->env - used, "%s%s", used ? " " : "", *e);
   }
 }
 
@@ -897,21 +936,17 @@ static void run_info(run_info_t *ri)
  * about 12 us on a small virtual machine and glibc returns every buffer
  * above 32 MiB with munmap, so an MPI that allocates scratch per call is
  * measured unfairly without tcmalloc; the output says which it was. */
-__attribute__((unused)) static void bench_note_allocator(bench_t *b)
-{
+__attribute__((unused)) static void bench_note_allocator(bench_t *b) {
   const char *pre = getenv("LD_PRELOAD");
 
   if (pre && strstr(pre, "tcmalloc"))
-    snprintf(b->note, sizeof b->note, "allocator: tcmalloc (LD_PRELOAD=%s)",
-             pre);
+    snprintf(b->note, sizeof b->note, "allocator: tcmalloc (LD_PRELOAD=%s)", pre);
   else
-    snprintf(b->note, sizeof b->note,
-             "allocator: glibc malloc (no tcmalloc preloaded)");
+    snprintf(b->note, sizeof b->note, "allocator: glibc malloc (no tcmalloc preloaded)");
 }
 
-static void print_header_json(const bench_t *b, int argc, char **argv,
-                              const char *library, const run_info_t *ri)
-{
+static void print_header_json(const bench_t *b, int argc, char **argv, const char *library,
+                              const run_info_t *ri) {
   printf("{\"command\": [");
   for (int i = 0; i < argc; i++) {
     printf(i ? ", " : "");
@@ -923,11 +958,10 @@ static void print_header_json(const bench_t *b, int argc, char **argv,
   json_str(b->note);
   printf(",\n \"collective\": \"%s\", \"nranks\": %d, \"dtype\": \"%s\", "
          "\"op\": \"%s\", \"root\": %d, \"algo\": ",
-         coll_names[b->o.coll], b->nranks, dtypes[b->o.dtype].name,
-         redop_name(b), root_shown(b));
+         coll_names[b->o.coll], b->nranks, dtypes[b->o.dtype].name, redop_name(b), root_shown(b));
   json_str(b->o.algo ? b->o.algo : "");
-  printf(",\n \"warmup\": %d, \"iters\": %d, \"check\": %d, \"host\": ",
-         b->o.warmup, b->o.iters, b->o.check);
+  printf(",\n \"warmup\": %d, \"iters\": %d, \"check\": %d, \"host\": ", b->o.warmup, b->o.iters,
+         b->o.check);
   json_str(ri->host);
   printf(", \"nproc\": %ld, \"cpu\": ", sysconf(_SC_NPROCESSORS_ONLN));
   json_str(ri->cpu);
@@ -936,13 +970,9 @@ static void print_header_json(const bench_t *b, int argc, char **argv,
   printf(",\n \"results\": [");
 }
 
-static void print_header(const bench_t *b, int argc, char **argv,
-                         const char *library)
-{
-  static const char *const h1[] = {"time", "algbw", "busbw", "#wrong", "p50",
-                                   "p99"};
-  static const char *const h2[] = {"(us)", "(GB/s)", "(GB/s)", "", "(us)",
-                                   "(us)"};
+static void print_header(const bench_t *b, int argc, char **argv, const char *library) {
+  static const char *const h1[] = {"time", "algbw", "busbw", "#wrong", "p50", "p99"};
+  static const char *const h2[] = {"(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)"};
   run_info_t ri;
 
   run_info(&ri);
@@ -958,13 +988,11 @@ static void print_header(const bench_t *b, int argc, char **argv,
     printf("# note: %s\n", b->note);
   printf("# collective %s  nranks %d  dtype %s  op %s  root %d  sizes "
          "%zu..%zu %s%zu  warmup %d  iters %d  check %d%s%s\n",
-         coll_names[b->o.coll], b->nranks, dtypes[b->o.dtype].name,
-         redop_name(b), root_shown(b), b->o.min_bytes, b->o.max_bytes,
-         b->o.factor ? "x" : "+", b->o.factor ? b->o.factor : b->o.step,
-         b->o.warmup, b->o.iters, b->o.check, b->o.algo ? "  algo " : "",
-         b->o.algo ? b->o.algo : "");
-  printf("# host %s  nproc %ld  cpu %s\n", ri.host,
-         sysconf(_SC_NPROCESSORS_ONLN), ri.cpu);
+         coll_names[b->o.coll], b->nranks, dtypes[b->o.dtype].name, redop_name(b), root_shown(b),
+         b->o.min_bytes, b->o.max_bytes, b->o.factor ? "x" : "+",
+         b->o.factor ? b->o.factor : b->o.step, b->o.warmup, b->o.iters, b->o.check,
+         b->o.algo ? "  algo " : "", b->o.algo ? b->o.algo : "");
+  printf("# host %s  nproc %ld  cpu %s\n", ri.host, sysconf(_SC_NPROCESSORS_ONLN), ri.cpu);
   printf("# env: %s\n", ri.env[0] ? ri.env : "(no LD_PRELOAD, no BATON_*)");
   printf("# time: the slowest rank's average per call; p50/p99: of the "
          "per-call times, each the slowest rank's\n#\n");
@@ -974,20 +1002,16 @@ static void print_header(const bench_t *b, int argc, char **argv,
   printf("%56s\n", "in-place");
   for (int row = 0; row < 2; row++) {
     const char *const *h = row ? h2 : h1;
-    printf("# %10s  %12s  %8s  %6s  %4s", row ? "(B)" : "size",
-           row ? "(elements)" : "count", row ? "" : "type",
-           row ? "" : "redop", row ? "" : "root");
+    printf("# %10s  %12s  %8s  %6s  %4s", row ? "(B)" : "size", row ? "(elements)" : "count",
+           row ? "" : "type", row ? "" : "redop", row ? "" : "root");
     for (int grp = b->o.inplace_only; grp <= 1; grp++)
-      printf("  %8s  %7s  %7s  %6s  %8s  %8s", h[0], h[1], h[2], h[3], h[4],
-             h[5]);
+      printf("  %8s  %7s  %7s  %6s  %8s  %8s", h[0], h[1], h[2], h[3], h[4], h[5]);
     printf("\n");
   }
   fflush(stdout);
 }
 
-static void print_group(const bench_t *b, const group_t *g, double algbw,
-                        double busbw, int first)
-{
+static void print_group(const bench_t *b, const group_t *g, double algbw, double busbw, int first) {
   char tbuf[32], p50[32], p99[32], wbuf[32];
 
   if (b->o.check)
@@ -997,24 +1021,20 @@ static void print_group(const bench_t *b, const group_t *g, double algbw,
   if (b->o.json) {
     printf("%s\"%s\": {\"time_us\": %.3f, \"algbw\": %.6g, \"busbw\": %.6g, "
            "\"wrong\": %s, \"p50_us\": %.3f, \"p99_us\": %.3f}",
-           first ? "" : ", ", first && !b->o.inplace_only ? "out_of_place"
-                                                          : "in_place",
+           first ? "" : ", ", first && !b->o.inplace_only ? "out_of_place" : "in_place",
            g->sec * 1e6, algbw, busbw, wbuf, g->p50 * 1e6, g->p99 * 1e6);
     return;
   }
   format_time(tbuf, sizeof tbuf, g->sec * 1e6);
   format_time(p50, sizeof p50, g->p50 * 1e6);
   format_time(p99, sizeof p99, g->p99 * 1e6);
-  printf("  %8s  %7.2f  %7.2f  %6s  %8s  %8s", tbuf, algbw, busbw, wbuf, p50,
-         p99);
+  printf("  %8s  %7.2f  %7.2f  %6s  %8s  %8s", tbuf, algbw, busbw, wbuf, p50, p99);
 }
 
 /* One line of output (one element of "results" with --json); returns the
  * sum of its busbw figures and counts them into *nbw, for the average at
  * the end. */
-static double run_size(bench_t *b, long long *wrong_total, int *nbw,
-                       int first_size)
-{
+static double run_size(bench_t *b, long long *wrong_total, int *nbw, int first_size) {
   double bw_sum = 0, bytes = (double)(b->total * b->elsize);
 
   if (b->o.check) {
@@ -1022,11 +1042,11 @@ static double run_size(bench_t *b, long long *wrong_total, int *nbw,
     fill_expect(b, b->expect);
   }
   if (b->rank == 0 && b->o.json)
-    printf("%s\n  {\"size\": %zu, \"count\": %zu, ", first_size ? "" : ",",
-           b->total * b->elsize, b->total);
+    printf("%s\n  {\"size\": %zu, \"count\": %zu, ", first_size ? "" : ",", b->total * b->elsize,
+           b->total);
   else if (b->rank == 0)
-    printf("%12zu  %12zu  %8s  %6s  %4d", b->total * b->elsize, b->total,
-           dtypes[b->o.dtype].name, redop_name(b), root_shown(b));
+    printf("%12zu  %12zu  %8s  %6s  %4d", b->total * b->elsize, b->total, dtypes[b->o.dtype].name,
+           redop_name(b), root_shown(b));
   for (int inplace = b->o.inplace_only; inplace <= 1; inplace++) {
     group_t g = time_group(b, inplace);
     double algbw = g.sec > 0 ? bytes / g.sec / 1e9 : 0;
@@ -1046,8 +1066,7 @@ static double run_size(bench_t *b, long long *wrong_total, int *nbw,
 }
 
 /* Per-rank elements and total elements for a requested size in bytes. */
-static void set_size(bench_t *b, size_t bytes)
-{
+static void set_size(bench_t *b, size_t bytes) {
   size_t count = bytes / b->elsize;
 
   if (coll_has_parts(b->o.coll)) {
@@ -1062,8 +1081,7 @@ static void set_size(bench_t *b, size_t bytes)
  * library's own buffers and cold caches; nccl-tests runs warm-up calls at
  * the largest and the smallest size before the first timed size, and so
  * does this. */
-static void warm_up(bench_t *b)
-{
+static void warm_up(bench_t *b) {
   size_t sizes[2] = {b->o.max_bytes, b->o.min_bytes};
 
   for (int k = 0; k < 2; k++) {
@@ -1077,8 +1095,7 @@ static void warm_up(bench_t *b)
   bench_prog->barrier(b);
 }
 
-static char *alloc_touched(size_t bytes)
-{
+static char *alloc_touched(size_t bytes) {
   void *p = NULL;
 
   if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0)
@@ -1088,8 +1105,7 @@ static char *alloc_touched(size_t bytes)
 }
 
 /* The size after s, or 0 when s was the last. */
-static size_t next_size(const opts_t *o, size_t s)
-{
+static size_t next_size(const opts_t *o, size_t s) {
   if (o->factor) {
     if (s > o->max_bytes / o->factor)
       return 0;
@@ -1105,9 +1121,7 @@ static size_t next_size(const opts_t *o, size_t s)
  * each remaining size to cost the last one's time scaled by its bytes (but
  * never less). On a terminal the line rewrites itself; elsewhere a line
  * every ten seconds at most. */
-static void progress(const bench_t *b, size_t s, double size_s, double t0,
-                     double *last_print)
-{
+static void progress(const bench_t *b, size_t s, double size_s, double t0, double *last_print) {
   double now = bench_prog->now(), left = 0;
   int tty = isatty(2);
 
@@ -1115,9 +1129,8 @@ static void progress(const bench_t *b, size_t s, double size_s, double t0,
     return;
   for (size_t r = next_size(&b->o, s); r; r = next_size(&b->o, r))
     left += size_s * (s && r > s ? (double)r / (double)s : 1.0);
-  fprintf(stderr, "%s%s: %zu B done, %.0f s so far, about %.0f s left%s",
-          tty ? "\r" : "", bench_prog->name, s, now - t0, left,
-          tty ? "\033[K" : "\n");
+  fprintf(stderr, "%s%s: %zu B done, %.0f s so far, about %.0f s left%s", tty ? "\r" : "",
+          bench_prog->name, s, now - t0, left, tty ? "\033[K" : "\n");
   *last_print = now;
 }
 
@@ -1125,9 +1138,7 @@ static void progress(const bench_t *b, size_t s, double size_s, double t0,
  * filled in) and tearing them down: the buffers, the header, the warm-up,
  * a line per size and the summary. Returns the mismatches over all ranks
  * and sizes. */
-static long long bench_run(bench_t *b, int argc, char **argv,
-                           const char *library)
-{
+static long long bench_run(bench_t *b, int argc, char **argv, const char *library) {
   long long wrong = 0;
   double bw_sum = 0, t0, t_size, last_print = 0;
   int nbw = 0;
@@ -1169,8 +1180,7 @@ static long long bench_run(bench_t *b, int argc, char **argv,
     printf(", \"avg_busbw\": %.4f}\n", nbw ? bw_sum / nbw : 0.0);
   } else if (b->rank == 0) {
     if (b->o.check)
-      printf("# Wrong values total : %lld %s\n", wrong,
-             wrong ? "FAILED" : "OK");
+      printf("# Wrong values total : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth    : %.3f\n#\n", nbw ? bw_sum / nbw : 0.0);
   }
   free(b->sendbuf);

@@ -66,7 +66,7 @@ typedef struct {
   int fwd_chunk[MAX_N]; /* the chunk each rank holds to pass on, or -1 */
   val_t fwd[MAX_N];
   uint64_t sent_in[MAX_N], sent_work[MAX_N]; /* chunks sent from INPUT / WORK, bits */
-  double t0[MAX_N], t1[MAX_N]; /* trace: seconds from the start, < 0 if none */
+  double t0[MAX_N], t1[MAX_N];               /* trace: seconds from the start, < 0 if none */
 } panel_t;
 
 typedef struct {
@@ -74,23 +74,24 @@ typedef struct {
   const baton__algo_t *algo;
   int n, root;
   size_t count;
-  val_t *input;   /* [rank * n + chunk] */
-  int mailbox;    /* no rank sends: each reads the others' input (flat) */
+  val_t *input; /* [rank * n + chunk] */
+  int mailbox;  /* no rank sends: each reads the others' input (flat) */
   panel_t *p;
   int np;
-  int *panel_of;  /* [rank * cap + step]: the panel the step ran in */
-  int cap;        /* steps per rank at most */
+  int *panel_of;   /* [rank * cap + step]: the panel the step ran in */
+  int cap;         /* steps per rank at most */
   int host[MAX_N]; /* per rank its host's index (hier), when has_hosts */
   int has_hosts;
-  char bad[512];  /* why the result is not what the collective promises */
+  char bad[512]; /* why the result is not what the collective promises */
 } sim_t;
 
-static void sim_die(const sim_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void sim_die(const sim_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
 static void sim_die(const sim_t *s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "baton-viz: the schedule of %s %s on %d ranks does not add up: ",
-          s->algo->name, baton__coll_name(s->coll), s->n);
+  fprintf(stderr, "baton-viz: the schedule of %s %s on %d ranks does not add up: ", s->algo->name,
+          baton__coll_name(s->coll), s->n);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
@@ -126,10 +127,13 @@ static val_t sim_input(const sim_t *s, int r, int c) {
   switch (s->coll) {
   case BATON__COLL_ALLGATHER:
   case BATON__COLL_ALLGATHERV:
-  case BATON__COLL_GATHER: return c == r ? mine : none;
+  case BATON__COLL_GATHER:
+    return c == r ? mine : none;
   case BATON__COLL_BROADCAST:
-  case BATON__COLL_SCATTER: return r == s->root ? mine : none;
-  default: return mine; /* reductions, alltoall: every chunk */
+  case BATON__COLL_SCATTER:
+    return r == s->root ? mine : none;
+  default:
+    return mine; /* reductions, alltoall: every chunk */
   }
 }
 
@@ -140,17 +144,26 @@ static val_t sim_promise(const sim_t *s, int r, int c) {
   if (!sim_drawn(s, c))
     return none;
   switch (s->coll) {
-  case BATON__COLL_ALLREDUCE: return all;
+  case BATON__COLL_ALLREDUCE:
+    return all;
   case BATON__COLL_REDUCE_SCATTER:
-  case BATON__COLL_REDUCE_SCATTERV: return c == r ? all : none;
-  case BATON__COLL_REDUCE: return r == s->root ? all : none;
+  case BATON__COLL_REDUCE_SCATTERV:
+    return c == r ? all : none;
+  case BATON__COLL_REDUCE:
+    return r == s->root ? all : none;
   case BATON__COLL_ALLGATHER:
-  case BATON__COLL_ALLGATHERV: return own;
-  case BATON__COLL_GATHER: return r == s->root ? own : none;
-  case BATON__COLL_BROADCAST: return (val_t){1ull << s->root, c, 0};
-  case BATON__COLL_SCATTER: return c == r ? (val_t){1ull << s->root, c, 0} : none;
-  case BATON__COLL_ALLTOALL: return (val_t){1ull << c, r, 0}; /* rank c's block for r */
-  default: return none;
+  case BATON__COLL_ALLGATHERV:
+    return own;
+  case BATON__COLL_GATHER:
+    return r == s->root ? own : none;
+  case BATON__COLL_BROADCAST:
+    return (val_t){1ull << s->root, c, 0};
+  case BATON__COLL_SCATTER:
+    return c == r ? (val_t){1ull << s->root, c, 0} : none;
+  case BATON__COLL_ALLTOALL:
+    return (val_t){1ull << c, r, 0}; /* rank c's block for r */
+  default:
+    return none;
   }
 }
 
@@ -159,10 +172,9 @@ static uint64_t sim_need(const sim_t *s, int r, int c) {
   val_t p = sim_promise(s, r, c);
   if (p.set)
     return p.set;
-  return sim_reduces(s->coll) ? sim_all(s) : s->coll == BATON__COLL_BROADCAST ||
-                                             s->coll == BATON__COLL_SCATTER
-                                                 ? 1ull << s->root
-                                                 : 1ull << c;
+  return sim_reduces(s->coll)                                                 ? sim_all(s)
+         : s->coll == BATON__COLL_BROADCAST || s->coll == BATON__COLL_SCATTER ? 1ull << s->root
+                                                                              : 1ull << c;
 }
 
 typedef struct {
@@ -173,19 +185,18 @@ typedef struct {
 typedef struct {
   sim_t *s;
   baton__sched_t *sch;
-  int *at;          /* per rank: the next step */
-  val_t *work;      /* [rank * n + chunk] */
+  int *at;     /* per rank: the next step */
+  val_t *work; /* [rank * n + chunk] */
   int fwd_chunk[MAX_N];
   val_t fwd[MAX_N];
-  int sent[MAX_N];   /* per rank: the next step's send has gone out */
+  int sent[MAX_N]; /* per rank: the next step's send has gone out */
   msg_t *m;
   int nm, total;
 } run_t;
 
 static const char *sim_where(const baton__step_t *st) {
   static char buf[64];
-  snprintf(buf, sizeof buf, "%s step %d", baton__phase_name((baton__phase_t)st->phase),
-           st->step);
+  snprintf(buf, sizeof buf, "%s step %d", baton__phase_name((baton__phase_t)st->phase), st->step);
   return buf;
 }
 
@@ -201,17 +212,21 @@ static int sim_run_len(const sim_t *s, int first, int n) {
 static void sim_send(run_t *R, panel_t *p, int r, const baton__step_t *st, int fed) {
   sim_t *s = R->s;
   int n = s->n, len = sim_run_len(s, st->send_chunk, st->send_n);
-  if (st->send_chunk != BATON__ALL_CHUNKS && (st->send_chunk < 0 || st->send_chunk >= n ||
-                                              st->send_n < 1 || st->send_n > n))
+  if (st->send_chunk != BATON__ALL_CHUNKS &&
+      (st->send_chunk < 0 || st->send_chunk >= n || st->send_n < 1 || st->send_n > n))
     sim_die(s, "rank %d, %s: sends chunk %d, run of %d", r, sim_where(st), st->send_chunk,
             st->send_n);
   if (st->send_peer >= n || st->send_peer == r)
     sim_die(s, "rank %d, %s: sends to rank %d", r, sim_where(st), st->send_peer);
   msg_t *m = st->send_peer >= 0 ? &R->m[R->nm++] : NULL;
   if (m)
-    *m = (msg_t){.from = r, .to = st->send_peer, .chunk = st->send_chunk, .n = len,
-                 .src = fed ? SRC_RECEIVED : st->send_from == BATON__FROM_WORK ? SRC_WORK
-                                                                               : SRC_INPUT};
+    *m = (msg_t){.from = r,
+                 .to = st->send_peer,
+                 .chunk = st->send_chunk,
+                 .n = len,
+                 .src = fed                                 ? SRC_RECEIVED
+                        : st->send_from == BATON__FROM_WORK ? SRC_WORK
+                                                            : SRC_INPUT};
   for (int i = 0; i < len; i++) {
     int c = sim_chunk(s, st->send_chunk, i);
     val_t in = s->input[r * n + c], *w = &R->work[r * n + c];
@@ -221,15 +236,20 @@ static void sim_send(run_t *R, panel_t *p, int r, const baton__step_t *st, int f
       continue;
     if (fed) {
       if (R->fwd_chunk[r] != c || len != 1)
-        sim_die(s, "rank %d, %s: sends chunk %d fed by the previous step, which received "
-                "chunk %d", r, sim_where(st), c, R->fwd_chunk[r]);
+        sim_die(s,
+                "rank %d, %s: sends chunk %d fed by the previous step, which received "
+                "chunk %d",
+                r, sim_where(st), c, R->fwd_chunk[r]);
       m->v[i] = R->fwd[r];
     } else {
       m->v[i] = m->src == SRC_WORK ? *w : in;
     }
     if (!m->v[i].set && sim_drawn(s, c))
       sim_die(s, "rank %d, %s: sends chunk %d from its %s, which holds nothing there yet", r,
-              sim_where(st), c, m->src == SRC_WORK ? "WORK" : fed ? "last receive" : "INPUT");
+              sim_where(st), c,
+              m->src == SRC_WORK ? "WORK"
+              : fed              ? "last receive"
+                                 : "INPUT");
     if (m->src == SRC_INPUT)
       p->sent_in[r] |= 1ull << c;
     else
@@ -252,18 +272,17 @@ static val_t sim_combine(run_t *R, int r, const baton__step_t *st, int c, val_t 
   sim_t *s = R->s;
   if (st->recv_op == BATON__RECV_COPY)
     return got;
-  val_t base = st->recv_with == BATON__FROM_INPUT ? s->input[r * s->n + c]
-                                                  : R->work[r * s->n + c];
+  val_t base = st->recv_with == BATON__FROM_INPUT ? s->input[r * s->n + c] : R->work[r * s->n + c];
   if (!base.set && got.set && sim_drawn(s, c))
-    sim_die(s, "rank %d, %s: combines chunk %d with its %s, which holds nothing", r,
-            sim_where(st), c, st->recv_with == BATON__FROM_INPUT ? "INPUT" : "WORK");
+    sim_die(s, "rank %d, %s: combines chunk %d with its %s, which holds nothing", r, sim_where(st),
+            c, st->recv_with == BATON__FROM_INPUT ? "INPUT" : "WORK");
   if (!got.set)
     return base;
   if (base.fin || got.fin)
     sim_die(s, "rank %d, %s: adds to chunk %d after its sum was finished", r, sim_where(st), c);
   if (base.tag != got.tag)
-    sim_die(s, "rank %d, %s: combines chunk %d's data with chunk %d's", r, sim_where(st),
-            got.tag, base.tag);
+    sim_die(s, "rank %d, %s: combines chunk %d's data with chunk %d's", r, sim_where(st), got.tag,
+            base.tag);
   if (base.set & got.set)
     sim_die(s, "rank %d, %s: adds the contribution of rank(s) %#llx into chunk %d twice", r,
             sim_where(st), (unsigned long long)(base.set & got.set), c);
@@ -276,8 +295,8 @@ static int sim_recv(run_t *R, panel_t *p, int r, const baton__step_t *st) {
   int n = s->n, q = st->recv_peer, len = sim_run_len(s, st->recv_chunk, st->recv_n);
   if (q >= n || q == r)
     sim_die(s, "rank %d, %s: receives from rank %d", r, sim_where(st), q);
-  if (st->recv_chunk != BATON__ALL_CHUNKS && (st->recv_chunk < 0 || st->recv_chunk >= n ||
-                                              st->recv_n < 1 || st->recv_n > n))
+  if (st->recv_chunk != BATON__ALL_CHUNKS &&
+      (st->recv_chunk < 0 || st->recv_chunk >= n || st->recv_n < 1 || st->recv_n > n))
     sim_die(s, "rank %d, %s: receives chunk %d, run of %d", r, sim_where(st), st->recv_chunk,
             st->recv_n);
   msg_t mailbox = {.from = q, .to = r, .chunk = st->recv_chunk, .n = len, .src = SRC_INPUT};
@@ -289,8 +308,10 @@ static int sim_recv(run_t *R, panel_t *p, int r, const baton__step_t *st) {
     return 0;
   }
   if (m->n != len || (s->coll != BATON__COLL_ALLTOALL && m->chunk != st->recv_chunk))
-    sim_die(s, "rank %d, %s: expects chunk %d (run of %d) from rank %d, which sent chunk %d "
-            "(run of %d)", r, sim_where(st), st->recv_chunk, len, q, m->chunk, m->n);
+    sim_die(s,
+            "rank %d, %s: expects chunk %d (run of %d) from rank %d, which sent chunk %d "
+            "(run of %d)",
+            r, sim_where(st), st->recv_chunk, len, q, m->chunk, m->n);
   m->done = 1;
   xfer_t *x = &p->x[p->nx++];
   *x = (xfer_t){q, r, m->chunk, st->recv_chunk, len, st->recv_op, m->src, st->recv_with, 0};
@@ -300,8 +321,10 @@ static int sim_recv(run_t *R, panel_t *p, int r, const baton__step_t *st) {
     val_t v = sim_combine(R, r, st, c, m->v[i]);
     x->carried |= m->v[i].set;
     if (st->finish && sim_reduces(s->coll) && v.set != sim_all(s) && sim_drawn(s, c))
-      sim_die(s, "rank %d, %s: finishes chunk %d with the contributions %#llx only, so AVG "
-              "would divide a partial sum", r, sim_where(st), c, (unsigned long long)v.set);
+      sim_die(s,
+              "rank %d, %s: finishes chunk %d with the contributions %#llx only, so AVG "
+              "would divide a partial sum",
+              r, sim_where(st), c, (unsigned long long)v.set);
     v.fin |= st->finish && sim_reduces(s->coll);
     if (st->forward)
       R->fwd_chunk[r] = c, R->fwd[r] = v;
@@ -352,9 +375,10 @@ static int sim_check(sim_t *s, const val_t *work) {
       val_t want = sim_promise(s, r, c), got = work[r * s->n + c];
       if (!want.set || (got.set == want.set && got.tag == want.tag && got.fin >= want.fin))
         continue;
-      snprintf(s->bad, sizeof s->bad, "rank %d ends with chunk %d holding the contributions "
-               "%#llx of chunk %d%s; %s promises %#llx of chunk %d%s", r, c,
-               (unsigned long long)got.set, got.tag, got.fin ? ", finished" : "",
+      snprintf(s->bad, sizeof s->bad,
+               "rank %d ends with chunk %d holding the contributions "
+               "%#llx of chunk %d%s; %s promises %#llx of chunk %d%s",
+               r, c, (unsigned long long)got.set, got.tag, got.fin ? ", finished" : "",
                baton__coll_name(s->coll), (unsigned long long)want.set, want.tag,
                want.fin ? ", finished once (AVG divides there)" : "");
       return -1;
@@ -453,8 +477,8 @@ static int simulate(sim_t *s) {
   for (int r = 0; r < n; r++)
     if (R.at[r] < R.sch[r].nsteps) {
       const baton__step_t *st = &R.sch[r].steps[R.at[r]];
-      sim_die(s, "rank %d waits forever at %s for chunk %d from rank %d, which never sends it",
-              r, sim_where(st), st->recv_chunk, st->recv_peer);
+      sim_die(s, "rank %d waits forever at %s for chunk %d from rank %d, which never sends it", r,
+              sim_where(st), st->recv_chunk, st->recv_peer);
     }
   for (int i = 0; i < R.nm; i++)
     if (!R.m[i].done)

@@ -41,63 +41,54 @@ static struct {
   double timeout_s;
 } gloo = {NULL, GB_RING, NULL, "127.0.0.1", 60};
 
-static gb_dtype_t gb_dtype(dtype_t dt)
-{
+static gb_dtype_t gb_dtype(dtype_t dt) {
   switch (dt) {
-  case DT_INT32: return GB_INT32;
-  case DT_INT64: return GB_INT64;
-  case DT_FLOAT64: return GB_FLOAT64;
-  default: return GB_FLOAT32;
+  case DT_INT32:
+    return GB_INT32;
+  case DT_INT64:
+    return GB_INT64;
+  case DT_FLOAT64:
+    return GB_FLOAT64;
+  default:
+    return GB_FLOAT32;
   }
 }
 
-static int has_dtype(dtype_t dt)
-{
-  return dt == DT_INT32 || dt == DT_INT64 || dt == DT_FLOAT32 ||
-         dt == DT_FLOAT64;
+static int has_dtype(dtype_t dt) {
+  return dt == DT_INT32 || dt == DT_INT64 || dt == DT_FLOAT32 || dt == DT_FLOAT64;
 }
 
-static int has_op(op_t op)
-{
-  return op != OP_AVG;
-}
+static int has_op(op_t op) { return op != OP_AVG; }
 
-static const char *why_not(coll_t c)
-{
+static const char *why_not(coll_t c) {
   if (c == COLL_ALLREDUCE || c == COLL_ALLGATHER || c == COLL_BROADCAST)
     return NULL;
   return "gloo_bench measures allreduce, allgather and broadcast only";
 }
 
-static void usage(FILE *f)
-{
-  fprintf(f,
-          "usage: baton-run -n N gloo_bench [options]\n"
-          "  -c, --collective NAME   allreduce (default), allgather, "
-          "broadcast\n"
-          BENCH_USAGE_SIZES
-          "  -d, --datatype DTYPE    int32 int64 float32 (default) float64\n"
-          "  -o, --op OP             sum (default) prod min max\n"
-          "  -a, --algo ALGO         allreduce: ring (default), hd "
-          "(halving-doubling, in place), bcube\n"
-          BENCH_USAGE_CHECK
-          "      --store DIR         FileStore directory every rank sees "
-          "(default: from BATON_ADDR)\n"
-          "      --host ADDR         address of the TCP device: 127.0.0.1 "
-          "(default) or auto\n"
-          "      --timeout S         seconds a call may wait for a peer "
-          "(default 60)\n"
-          "  -h, --help              this text\n");
+static void usage(FILE *f) {
+  fprintf(f, "usage: baton-run -n N gloo_bench [options]\n"
+             "  -c, --collective NAME   allreduce (default), allgather, "
+             "broadcast\n" BENCH_USAGE_SIZES
+             "  -d, --datatype DTYPE    int32 int64 float32 (default) float64\n"
+             "  -o, --op OP             sum (default) prod min max\n"
+             "  -a, --algo ALGO         allreduce: ring (default), hd "
+             "(halving-doubling, in place), bcube\n" BENCH_USAGE_CHECK
+             "      --store DIR         FileStore directory every rank sees "
+             "(default: from BATON_ADDR)\n"
+             "      --host ADDR         address of the TCP device: 127.0.0.1 "
+             "(default) or auto\n"
+             "      --timeout S         seconds a call may wait for a peer "
+             "(default 60)\n"
+             "  -h, --help              this text\n");
 }
 
-static void check_rc(int rc, const char *what)
-{
+static void check_rc(int rc, const char *what) {
   if (rc != 0)
     bench_die("%s failed: %s", what, gb_error());
 }
 
-static void run_coll(const bench_t *b, const layout_t *L, int inplace)
-{
+static void run_coll(const bench_t *b, const layout_t *L, int inplace) {
   gb_dtype_t dt = gb_dtype(b->o.dtype);
   const void *send = inplace ? NULL : L->send;
 
@@ -107,42 +98,37 @@ static void run_coll(const bench_t *b, const layout_t *L, int inplace)
     return;
   switch (b->o.coll) {
   case COLL_ALLREDUCE:
-    check_rc(gb_allreduce(gloo.ctx, send, L->recv, b->part, dt,
-                          (gb_op_t)b->o.op, gloo.algo),
+    check_rc(gb_allreduce(gloo.ctx, send, L->recv, b->part, dt, (gb_op_t)b->o.op, gloo.algo),
              "allreduce");
     break;
   case COLL_ALLGATHER:
     check_rc(gb_allgather(gloo.ctx, send, L->recv, b->part, dt), "allgather");
     break;
   case COLL_BROADCAST:
-    check_rc(gb_broadcast(gloo.ctx, send, L->recv, b->total, dt, b->o.root),
-             "broadcast");
+    check_rc(gb_broadcast(gloo.ctx, send, L->recv, b->total, dt, b->o.root), "broadcast");
     break;
-  default: break;
+  default:
+    break;
   }
 }
 
-static double now(void)
-{
+static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void barrier(const bench_t *b)
-{
+static void barrier(const bench_t *b) {
   (void)b;
   check_rc(gb_barrier(gloo.ctx), "barrier");
 }
 
-static void max_over_ranks(const bench_t *b, double *x, int n)
-{
+static void max_over_ranks(const bench_t *b, double *x, int n) {
   (void)b;
   check_rc(gb_max_doubles(gloo.ctx, x, (size_t)n), "allreduce of the times");
 }
 
-static long long sum_over_ranks(const bench_t *b, long long n)
-{
+static long long sum_over_ranks(const bench_t *b, long long n) {
   (void)b;
   check_rc(gb_sum_int64(gloo.ctx, &n), "allreduce of #wrong");
   return n;
@@ -150,26 +136,29 @@ static long long sum_over_ranks(const bench_t *b, long long n)
 
 enum { OPT_STORE = 1000, OPT_HOST, OPT_TIMEOUT };
 
-static const struct option gloo_longopts[] = {
-    {"store", required_argument, NULL, OPT_STORE},
-    {"host", required_argument, NULL, OPT_HOST},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {NULL, 0, NULL, 0}};
+static const struct option gloo_longopts[] = {{"store", required_argument, NULL, OPT_STORE},
+                                              {"host", required_argument, NULL, OPT_HOST},
+                                              {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                              {NULL, 0, NULL, 0}};
 
 /* The flags of gloo_longopts, from bench_parse_args(). */
-static void own_opt(int c, const char *arg)
-{
+static void own_opt(int c, const char *arg) {
   char *end;
 
   switch (c) {
-  case OPT_STORE: gloo.store = arg; break;
-  case OPT_HOST: gloo.host = arg; break;
+  case OPT_STORE:
+    gloo.store = arg;
+    break;
+  case OPT_HOST:
+    gloo.host = arg;
+    break;
   case OPT_TIMEOUT:
     gloo.timeout_s = strtod(arg, &end);
     if (*end || !(gloo.timeout_s > 0 && gloo.timeout_s <= 1e6))
       bench_die("--timeout %s: expected seconds > 0", arg);
     break;
-  default: break;
+  default:
+    break;
   }
 }
 
@@ -192,8 +181,7 @@ static const bench_prog_t gloo_bench = {
 };
 
 /* --host auto: the first address in 198.18.0.0/15 of this namespace. */
-static const char *cluster_address(void)
-{
+static const char *cluster_address(void) {
   static char buf[INET_ADDRSTRLEN];
   struct ifaddrs *ifs, *i;
 
@@ -214,18 +202,15 @@ static const char *cluster_address(void)
   return buf;
 }
 
-static int env_int(const char *name)
-{
+static int env_int(const char *name) {
   const char *s = getenv(name);
   int v;
   if (!s || parse_int(s, 0, 1 << 20, &v) != 0)
-    bench_die("%s is '%s': run under baton-run or scripts/cluster.sh launch",
-              name, s ? s : "");
+    bench_die("%s is '%s': run under baton-run or scripts/cluster.sh launch", name, s ? s : "");
   return v;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   static char store[512];
   bench_t b;
   long long wrong;
@@ -234,9 +219,14 @@ int main(int argc, char **argv)
   bench_prog = &gloo_bench;
   memset(&b, 0, sizeof b);
   switch (bench_parse_args(argc, argv, &b.o)) {
-  case BENCH_ARGS_HELP: usage(stdout); exit(0);
-  case BENCH_ARGS_BAD: usage(stderr); exit(2);
-  default: break;
+  case BENCH_ARGS_HELP:
+    usage(stdout);
+    exit(0);
+  case BENCH_ARGS_BAD:
+    usage(stderr);
+    exit(2);
+  default:
+    break;
   }
   b.rank = bench_rank = env_int("BATON_RANK");
   b.nranks = env_int("BATON_SIZE");
@@ -249,25 +239,21 @@ int main(int argc, char **argv)
     b.o.inplace_only = 1;
   if (!gloo.store) {
     const char *addr = getenv("BATON_ADDR");
-    snprintf(store, sizeof store, "%s/gloo_bench.%s",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", addr ? addr : "");
+    snprintf(store, sizeof store, "%s/gloo_bench.%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             addr ? addr : "");
     gloo.store = store;
   }
   mkdir(gloo.store, 0700); /* the FileStore wants it to exist */
   if (strcmp(gloo.host, "auto") == 0)
     gloo.host = cluster_address();
-  gloo.ctx = gb_connect(b.rank, b.nranks, gloo.store, gloo.host,
-                        gloo.timeout_s);
+  gloo.ctx = gb_connect(b.rank, b.nranks, gloo.store, gloo.host, gloo.timeout_s);
   if (!gloo.ctx)
-    bench_die("connecting through FileStore %s on %s: %s", gloo.store,
-              gloo.host, gb_error());
+    bench_die("connecting through FileStore %s on %s: %s", gloo.store, gloo.host, gb_error());
   bench_note_allocator(&b);
   snprintf(b.note + strlen(b.note), sizeof b.note - strlen(b.note),
-           "; TCP device on %s; allreduce algorithm %s", gloo.host,
-           algo_names[gloo.algo]);
+           "; TCP device on %s; allreduce algorithm %s", gloo.host, algo_names[gloo.algo]);
 
-  wrong = bench_run(&b, argc, argv, "Gloo (Debian libgloo-dev "
-                                    GLOO_DEB_VERSION ")");
+  wrong = bench_run(&b, argc, argv, "Gloo (Debian libgloo-dev " GLOO_DEB_VERSION ")");
   barrier(&b);
   gb_close(gloo.ctx);
   return wrong ? 1 : 0;

@@ -33,8 +33,7 @@ static std::string last_error;
 
 const char *gb_error(void) { return last_error.c_str(); }
 
-template <typename F> static int guarded(F &&f)
-{
+template <typename F> static int guarded(F &&f) {
   try {
     f();
     return 0;
@@ -44,9 +43,8 @@ template <typename F> static int guarded(F &&f)
   }
 }
 
-gb_ctx_t *gb_connect(int rank, int size, const char *store_dir,
-                     const char *host, double timeout_s)
-{
+gb_ctx_t *gb_connect(int rank, int size, const char *store_dir, const char *host,
+                     double timeout_s) {
   gb_ctx_t *g = new gb_ctx_t;
   int rc = guarded([&] {
     gloo::transport::tcp::attr attr(host);
@@ -65,16 +63,13 @@ gb_ctx_t *gb_connect(int rank, int size, const char *store_dir,
 
 void gb_close(gb_ctx_t *g) { delete g; }
 
-template <typename T> static gloo::AllreduceOptions::Func reduce_fn(gb_op_t op)
-{
-  void (*fns[])(void *, const void *, const void *, size_t) = {
-      &gloo::sum<T>, &gloo::product<T>, &gloo::min<T>, &gloo::max<T>};
+template <typename T> static gloo::AllreduceOptions::Func reduce_fn(gb_op_t op) {
+  void (*fns[])(void *, const void *, const void *, size_t) = {&gloo::sum<T>, &gloo::product<T>,
+                                                               &gloo::min<T>, &gloo::max<T>};
   return fns[op];
 }
 
-template <typename T>
-static const gloo::ReductionFunction<T> *reduction(gb_op_t op)
-{
+template <typename T> static const gloo::ReductionFunction<T> *reduction(gb_op_t op) {
   const gloo::ReductionFunction<T> *fns[] = {
       gloo::ReductionFunction<T>::sum, gloo::ReductionFunction<T>::product,
       gloo::ReductionFunction<T>::min, gloo::ReductionFunction<T>::max};
@@ -82,15 +77,13 @@ static const gloo::ReductionFunction<T> *reduction(gb_op_t op)
 }
 
 template <typename T>
-static void allreduce_t(gb_ctx_t *g, const void *send, void *recv,
-                        size_t count, gb_op_t op, gb_algo_t algo)
-{
+static void allreduce_t(gb_ctx_t *g, const void *send, void *recv, size_t count, gb_op_t op,
+                        gb_algo_t algo) {
   if (algo == GB_HD) {
     auto &a = g->hd[{recv, count}];
     if (!a)
       a = std::make_shared<gloo::AllreduceHalvingDoubling<T>>(
-          g->ctx, std::vector<T *>{static_cast<T *>(recv)}, (int)count,
-          reduction<T>(op));
+          g->ctx, std::vector<T *>{static_cast<T *>(recv)}, (int)count, reduction<T>(op));
     if (send && send != recv)
       throw std::runtime_error("halving-doubling runs in place only");
     a->run();
@@ -106,27 +99,29 @@ static void allreduce_t(gb_ctx_t *g, const void *send, void *recv,
   gloo::allreduce(opts);
 }
 
-int gb_allreduce(gb_ctx_t *g, const void *send, void *recv, size_t count,
-                 gb_dtype_t dt, gb_op_t op, gb_algo_t algo)
-{
+int gb_allreduce(gb_ctx_t *g, const void *send, void *recv, size_t count, gb_dtype_t dt, gb_op_t op,
+                 gb_algo_t algo) {
   return guarded([&] {
     switch (dt) {
-    case GB_INT32: allreduce_t<int32_t>(g, send, recv, count, op, algo); break;
-    case GB_INT64: allreduce_t<int64_t>(g, send, recv, count, op, algo); break;
-    case GB_FLOAT32: allreduce_t<float>(g, send, recv, count, op, algo); break;
-    case GB_FLOAT64: allreduce_t<double>(g, send, recv, count, op, algo); break;
+    case GB_INT32:
+      allreduce_t<int32_t>(g, send, recv, count, op, algo);
+      break;
+    case GB_INT64:
+      allreduce_t<int64_t>(g, send, recv, count, op, algo);
+      break;
+    case GB_FLOAT32:
+      allreduce_t<float>(g, send, recv, count, op, algo);
+      break;
+    case GB_FLOAT64:
+      allreduce_t<double>(g, send, recv, count, op, algo);
+      break;
     }
   });
 }
 
-static size_t elsize(gb_dtype_t dt)
-{
-  return dt == GB_INT32 || dt == GB_FLOAT32 ? 4 : 8;
-}
+static size_t elsize(gb_dtype_t dt) { return dt == GB_INT32 || dt == GB_FLOAT32 ? 4 : 8; }
 
-int gb_allgather(gb_ctx_t *g, const void *send, void *recv, size_t count,
-                 gb_dtype_t dt)
-{
+int gb_allgather(gb_ctx_t *g, const void *send, void *recv, size_t count, gb_dtype_t dt) {
   return guarded([&] {
     gloo::AllgatherOptions opts(g->ctx);
     size_t es = elsize(dt);
@@ -137,9 +132,7 @@ int gb_allgather(gb_ctx_t *g, const void *send, void *recv, size_t count,
   });
 }
 
-int gb_broadcast(gb_ctx_t *g, const void *send, void *recv, size_t count,
-                 gb_dtype_t dt, int root)
-{
+int gb_broadcast(gb_ctx_t *g, const void *send, void *recv, size_t count, gb_dtype_t dt, int root) {
   return guarded([&] {
     gloo::BroadcastOptions opts(g->ctx);
     size_t es = elsize(dt);
@@ -151,20 +144,17 @@ int gb_broadcast(gb_ctx_t *g, const void *send, void *recv, size_t count,
   });
 }
 
-int gb_barrier(gb_ctx_t *g)
-{
+int gb_barrier(gb_ctx_t *g) {
   return guarded([&] {
     gloo::BarrierOptions opts(g->ctx);
     gloo::barrier(opts);
   });
 }
 
-int gb_max_doubles(gb_ctx_t *g, double *x, size_t n)
-{
+int gb_max_doubles(gb_ctx_t *g, double *x, size_t n) {
   return gb_allreduce(g, nullptr, x, n, GB_FLOAT64, GB_MAX, GB_RING);
 }
 
-int gb_sum_int64(gb_ctx_t *g, long long *n)
-{
+int gb_sum_int64(gb_ctx_t *g, long long *n) {
   return gb_allreduce(g, nullptr, n, 1, GB_INT64, GB_SUM, GB_RING);
 }

@@ -24,19 +24,16 @@ typedef struct gb_ctx gb_ctx_t;
 
 /* Connects rank of size through a FileStore in store_dir, with the TCP
  * device bound to host; timeout_s bounds every later call. */
-gb_ctx_t *gb_connect(int rank, int size, const char *store_dir,
-                     const char *host, double timeout_s);
+gb_ctx_t *gb_connect(int rank, int size, const char *store_dir, const char *host, double timeout_s);
 void gb_close(gb_ctx_t *g);
 const char *gb_error(void);
 
-int gb_allreduce(gb_ctx_t *g, const void *send, void *recv, size_t count,
-                 gb_dtype_t dt, gb_op_t op, gb_algo_t algo);
+int gb_allreduce(gb_ctx_t *g, const void *send, void *recv, size_t count, gb_dtype_t dt, gb_op_t op,
+                 gb_algo_t algo);
 /* In place when send is NULL: rank r's part is already at recv + r parts. */
-int gb_allgather(gb_ctx_t *g, const void *send, void *recv, size_t count,
-                 gb_dtype_t dt);
+int gb_allgather(gb_ctx_t *g, const void *send, void *recv, size_t count, gb_dtype_t dt);
 /* In place when send is NULL: the root's data are in recv. */
-int gb_broadcast(gb_ctx_t *g, const void *send, void *recv, size_t count,
-                 gb_dtype_t dt, int root);
+int gb_broadcast(gb_ctx_t *g, const void *send, void *recv, size_t count, gb_dtype_t dt, int root);
 int gb_barrier(gb_ctx_t *g);
 /* x[i] = MAX over ranks of x[i]; *n = SUM over ranks of *n. */
 int gb_max_doubles(gb_ctx_t *g, double *x, size_t n);

@@ -30,63 +30,64 @@
 
 /* Open MPI's handles are addresses of globals, so they live in a switch
  * rather than in a table. */
-static MPI_Datatype mpi_dtype(dtype_t dt)
-{
+static MPI_Datatype mpi_dtype(dtype_t dt) {
   switch (dt) {
-  case DT_INT8: return MPI_INT8_T;
-  case DT_UINT8: return MPI_UINT8_T;
-  case DT_INT32: return MPI_INT32_T;
-  case DT_UINT32: return MPI_UINT32_T;
-  case DT_INT64: return MPI_INT64_T;
-  case DT_UINT64: return MPI_UINT64_T;
-  case DT_FLOAT32: return MPI_FLOAT;
-  case DT_FLOAT64: return MPI_DOUBLE;
-  default: return MPI_DATATYPE_NULL;
+  case DT_INT8:
+    return MPI_INT8_T;
+  case DT_UINT8:
+    return MPI_UINT8_T;
+  case DT_INT32:
+    return MPI_INT32_T;
+  case DT_UINT32:
+    return MPI_UINT32_T;
+  case DT_INT64:
+    return MPI_INT64_T;
+  case DT_UINT64:
+    return MPI_UINT64_T;
+  case DT_FLOAT32:
+    return MPI_FLOAT;
+  case DT_FLOAT64:
+    return MPI_DOUBLE;
+  default:
+    return MPI_DATATYPE_NULL;
   }
 }
 
-static MPI_Op mpi_op(op_t op)
-{
+static MPI_Op mpi_op(op_t op) {
   switch (op) {
-  case OP_SUM: return MPI_SUM;
-  case OP_PROD: return MPI_PROD;
-  case OP_MIN: return MPI_MIN;
-  case OP_MAX: return MPI_MAX;
-  default: return MPI_OP_NULL;
+  case OP_SUM:
+    return MPI_SUM;
+  case OP_PROD:
+    return MPI_PROD;
+  case OP_MIN:
+    return MPI_MIN;
+  case OP_MAX:
+    return MPI_MAX;
+  default:
+    return MPI_OP_NULL;
   }
 }
 
-static int has_dtype(dtype_t dt)
-{
-  return mpi_dtype(dt) != MPI_DATATYPE_NULL;
-}
+static int has_dtype(dtype_t dt) { return mpi_dtype(dt) != MPI_DATATYPE_NULL; }
 
-static int has_op(op_t op)
-{
-  return mpi_op(op) != MPI_OP_NULL;
-}
+static int has_op(op_t op) { return mpi_op(op) != MPI_OP_NULL; }
 
-static void usage(FILE *f)
-{
-  fprintf(f,
-          "usage: mpirun -n N mpi_bench [options]\n"
-          "  -c, --collective NAME   allreduce (default), reduce_scatter, "
-          "allgather,\n"
-          "                          broadcast, reduce, alltoall, gather, "
-          "scatter,\n"
-          "                          allgatherv, reduce_scatterv (even "
-          "counts)\n"
-          BENCH_USAGE_SIZES
-          "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
-          "float32 (default) float64\n"
-          "  -o, --op OP             sum (default) prod min max\n"
-          BENCH_USAGE_CHECK
-          "  -h, --help              this text\n");
+static void usage(FILE *f) {
+  fprintf(f, "usage: mpirun -n N mpi_bench [options]\n"
+             "  -c, --collective NAME   allreduce (default), reduce_scatter, "
+             "allgather,\n"
+             "                          broadcast, reduce, alltoall, gather, "
+             "scatter,\n"
+             "                          allgatherv, reduce_scatterv (even "
+             "counts)\n" BENCH_USAGE_SIZES
+             "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
+             "float32 (default) float64\n"
+             "  -o, --op OP             sum (default) prod min max\n" BENCH_USAGE_CHECK
+             "  -h, --help              this text\n");
 }
 
 /* The rooted collectives; MPI_IN_PLACE is the root's alone. */
-static int run_rooted(const bench_t *b, const layout_t *L, int inplace)
-{
+static int run_rooted(const bench_t *b, const layout_t *L, int inplace) {
   MPI_Datatype dt = mpi_dtype(b->o.dtype);
   int count = (int)b->part, root = b->o.root;
   int in_place = inplace && b->rank == root;
@@ -96,22 +97,20 @@ static int run_rooted(const bench_t *b, const layout_t *L, int inplace)
   case COLL_BROADCAST:
     return MPI_Bcast(L->recv, count, dt, root, MPI_COMM_WORLD);
   case COLL_REDUCE:
-    return MPI_Reduce(send, L->recv, count, dt, mpi_op(b->o.op), root,
-                      MPI_COMM_WORLD);
+    return MPI_Reduce(send, L->recv, count, dt, mpi_op(b->o.op), root, MPI_COMM_WORLD);
   case COLL_GATHER:
-    return MPI_Gather(send, count, dt, L->recv, count, dt, root,
-                      MPI_COMM_WORLD);
+    return MPI_Gather(send, count, dt, L->recv, count, dt, root, MPI_COMM_WORLD);
   case COLL_SCATTER:
-    return MPI_Scatter(L->send, count, dt, in_place ? MPI_IN_PLACE : L->recv,
-                       count, dt, root, MPI_COMM_WORLD);
-  default: return MPI_SUCCESS;
+    return MPI_Scatter(L->send, count, dt, in_place ? MPI_IN_PLACE : L->recv, count, dt, root,
+                       MPI_COMM_WORLD);
+  default:
+    return MPI_SUCCESS;
   }
 }
 
 /* MPI_Allgatherv and MPI_Reduce_scatter with every rank's count equal,
  * as baton-bench runs the v-variants. The arrays are made once per size. */
-static int run_v(const bench_t *b, const layout_t *L, const void *send)
-{
+static int run_v(const bench_t *b, const layout_t *L, const void *send) {
   static int *counts, n, part = -1;
   MPI_Datatype dt = mpi_dtype(b->o.dtype);
 
@@ -131,14 +130,11 @@ static int run_v(const bench_t *b, const layout_t *L, const void *send)
     }
   }
   if (b->o.coll == COLL_ALLGATHERV)
-    return MPI_Allgatherv(send, part, dt, L->recv, counts, counts + n, dt,
-                          MPI_COMM_WORLD);
-  return MPI_Reduce_scatter(send, L->recv, counts, dt, mpi_op(b->o.op),
-                            MPI_COMM_WORLD);
+    return MPI_Allgatherv(send, part, dt, L->recv, counts, counts + n, dt, MPI_COMM_WORLD);
+  return MPI_Reduce_scatter(send, L->recv, counts, dt, mpi_op(b->o.op), MPI_COMM_WORLD);
 }
 
-static void run_coll(const bench_t *b, const layout_t *L, int inplace)
-{
+static void run_coll(const bench_t *b, const layout_t *L, int inplace) {
   MPI_Datatype dt = mpi_dtype(b->o.dtype);
   MPI_Op op = mpi_op(b->o.op);
   const void *send = inplace ? MPI_IN_PLACE : L->send;
@@ -150,8 +146,7 @@ static void run_coll(const bench_t *b, const layout_t *L, int inplace)
     rc = MPI_Allreduce(send, L->recv, count, dt, op, MPI_COMM_WORLD);
     break;
   case COLL_REDUCE_SCATTER:
-    rc = MPI_Reduce_scatter_block(send, L->recv, count, dt, op,
-                                  MPI_COMM_WORLD);
+    rc = MPI_Reduce_scatter_block(send, L->recv, count, dt, op, MPI_COMM_WORLD);
     break;
   case COLL_ALLGATHER:
     rc = MPI_Allgather(send, count, dt, L->recv, count, dt, MPI_COMM_WORLD);
@@ -169,40 +164,30 @@ static void run_coll(const bench_t *b, const layout_t *L, int inplace)
   }
   if (rc != MPI_SUCCESS) {
     MPI_Error_string(rc, msg, &len);
-    bench_die("%s of %d elements failed: %s", coll_names[b->o.coll], count,
-              msg);
+    bench_die("%s of %d elements failed: %s", coll_names[b->o.coll], count, msg);
   }
 }
 
-static double now(void)
-{
-  return MPI_Wtime();
-}
+static double now(void) { return MPI_Wtime(); }
 
-static void barrier(const bench_t *b)
-{
+static void barrier(const bench_t *b) {
   (void)b;
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static void max_over_ranks(const bench_t *b, double *x, int n)
-{
+static void max_over_ranks(const bench_t *b, double *x, int n) {
   (void)b;
   MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 }
 
-static long long sum_over_ranks(const bench_t *b, long long n)
-{
+static long long sum_over_ranks(const bench_t *b, long long n) {
   long long sum;
   (void)b;
   MPI_Allreduce(&n, &sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   return sum;
 }
 
-static void abort_all(int status)
-{
-  MPI_Abort(MPI_COMM_WORLD, status);
-}
+static void abort_all(int status) { MPI_Abort(MPI_COMM_WORLD, status); }
 
 static const bench_prog_t mpi_bench = {
     .name = "mpi_bench",
@@ -221,8 +206,7 @@ static const bench_prog_t mpi_bench = {
     .has_op = has_op,
 };
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
   bench_t b;
   char library[MPI_MAX_LIBRARY_VERSION_STRING] = "";
   long long wrong;
@@ -243,7 +227,8 @@ int main(int argc, char **argv)
     if (bench_rank == 0)
       usage(stderr);
     bench_die("bad arguments");
-  default: break;
+  default:
+    break;
   }
   b.rank = bench_rank;
   MPI_Comm_size(MPI_COMM_WORLD, &b.nranks);

@@ -17,8 +17,7 @@
 
 #include "comm.h"
 
-int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count,
-                     size_t elsize) {
+int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count, size_t elsize) {
   if (!comm->shm || !comm->one_host || count == 0)
     return 0;
   size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
@@ -26,8 +25,8 @@ int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count,
 }
 
 /* dst = op over ranks of the mailboxes' elements [first, first + n). */
-static void reduce_mailboxes(baton_comm_t *comm, uint32_t call, void *dst, size_t first,
-                             size_t n, const baton__exec_args_t *a) {
+static void reduce_mailboxes(baton_comm_t *comm, uint32_t call, void *dst, size_t first, size_t n,
+                             const baton__exec_args_t *a) {
   baton__reduce_fn reduce = baton__reduce_get(a->dtype, a->op);
   size_t off = first * a->elsize;
   const char *m0 = (const char *)baton__shm_mailbox(comm->shm, 0, call) + off;

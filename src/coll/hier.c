@@ -27,8 +27,12 @@
 
 static baton__step_t *add(baton__sched_t *s, baton__phase_t phase, int step) {
   baton__step_t *st = &s->steps[s->nsteps++];
-  *st = (baton__step_t){.phase = (uint8_t)phase, .step = (uint16_t)step, .send_peer = -1,
-                        .send_chunk = -1, .recv_peer = -1, .recv_chunk = -1};
+  *st = (baton__step_t){.phase = (uint8_t)phase,
+                        .step = (uint16_t)step,
+                        .send_peer = -1,
+                        .send_chunk = -1,
+                        .recv_peer = -1,
+                        .recv_chunk = -1};
   return st;
 }
 

@@ -28,8 +28,12 @@
 
 static baton__step_t *add(baton__sched_t *s, baton__phase_t phase, int step) {
   baton__step_t *st = &s->steps[s->nsteps++];
-  *st = (baton__step_t){.phase = (uint8_t)phase, .step = (uint16_t)step, .send_peer = -1,
-                        .send_chunk = -1, .recv_peer = -1, .recv_chunk = -1};
+  *st = (baton__step_t){.phase = (uint8_t)phase,
+                        .step = (uint16_t)step,
+                        .send_peer = -1,
+                        .send_chunk = -1,
+                        .recv_peer = -1,
+                        .recv_chunk = -1};
   return st;
 }
 
@@ -70,8 +74,8 @@ static run_t run_of(baton__coll_t coll, int in, int q, int size, int root) {
 
 /* Every other rank sends its run to the hub, which copies it or combines
  * it into WORK. */
-static void to_hub(baton__sched_t *s, baton__coll_t coll, baton__phase_t phase, int rank,
-                   int size, int hub, int reduce) {
+static void to_hub(baton__sched_t *s, baton__coll_t coll, baton__phase_t phase, int rank, int size,
+                   int hub, int reduce) {
   if (rank != hub) {
     run_t r = run_of(coll, 1, rank, size, hub);
     baton__step_t *st = add(s, phase, turn(rank, hub));
@@ -133,8 +137,8 @@ static void from_hub(baton__sched_t *s, baton__coll_t coll, baton__phase_t phase
 
 int baton__naive_max_steps(int size) { return 2 * size; }
 
-void baton__naive_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                           size_t count, int root, const int *order) {
+void baton__naive_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                           int root, const int *order) {
   (void)count, (void)order; /* any order of the ranks is as good as another */
   s->coll = coll;
   s->algo = "naive";
@@ -146,8 +150,7 @@ void baton__naive_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int 
   case BATON__COLL_REDUCE_SCATTER:
   case BATON__COLL_REDUCE_SCATTERV:
     to_hub(s, coll, BATON__PHASE_REDUCE, rank, size, 0, 1);
-    from_hub(s, coll,
-             coll == BATON__COLL_ALLREDUCE ? BATON__PHASE_BROADCAST : BATON__PHASE_SCATTER,
+    from_hub(s, coll, coll == BATON__COLL_ALLREDUCE ? BATON__PHASE_BROADCAST : BATON__PHASE_SCATTER,
              rank, size, 0, BATON__FROM_WORK);
     break;
   case BATON__COLL_ALLGATHER:

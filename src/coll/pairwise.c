@@ -27,25 +27,38 @@
 
 int baton__pairwise_max_steps(int size) { return size; }
 
-void baton__pairwise_build(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                           size_t count, int root, const int *order) {
+void baton__pairwise_build(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                           int root, const int *order) {
   (void)count, (void)root, (void)order;
   int pow2 = (size & (size - 1)) == 0;
   s->coll = coll;
   s->algo = "pairwise";
   s->nsteps = 0;
   baton__step_t *own = &s->steps[s->nsteps++];
-  *own = (baton__step_t){.phase = BATON__PHASE_EXCHANGE, .step = 0, .send_peer = -1,
-                         .send_chunk = rank, .send_n = 1, .send_from = BATON__FROM_INPUT,
-                         .send_keep = 1, .recv_peer = -1, .recv_chunk = -1};
+  *own = (baton__step_t){.phase = BATON__PHASE_EXCHANGE,
+                         .step = 0,
+                         .send_peer = -1,
+                         .send_chunk = rank,
+                         .send_n = 1,
+                         .send_from = BATON__FROM_INPUT,
+                         .send_keep = 1,
+                         .recv_peer = -1,
+                         .recv_chunk = -1};
   for (int k = 1; k < size; k++) {
     int to = pow2 ? rank ^ k : (rank + k) % size;
     int from = pow2 ? rank ^ k : (rank - k + size) % size;
     baton__step_t *st = &s->steps[s->nsteps++];
-    *st = (baton__step_t){.phase = BATON__PHASE_EXCHANGE, .step = (uint16_t)k,
-                          .send_peer = to, .send_chunk = to, .send_n = 1,
-                          .send_from = BATON__FROM_INPUT, .recv_peer = from,
-                          .recv_chunk = from, .recv_n = 1, .recv_op = BATON__RECV_COPY,
-                          .recv_with = BATON__FROM_WORK, .keep = 1};
+    *st = (baton__step_t){.phase = BATON__PHASE_EXCHANGE,
+                          .step = (uint16_t)k,
+                          .send_peer = to,
+                          .send_chunk = to,
+                          .send_n = 1,
+                          .send_from = BATON__FROM_INPUT,
+                          .recv_peer = from,
+                          .recv_chunk = from,
+                          .recv_n = 1,
+                          .recv_op = BATON__RECV_COPY,
+                          .recv_with = BATON__FROM_WORK,
+                          .keep = 1};
   }
 }

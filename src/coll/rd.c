@@ -45,8 +45,8 @@ static void exchanges(baton__sched_t *s, const baton__fold_t *f, int size, int f
   }
 }
 
-void baton__rd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                        size_t count, int root, const int *order) {
+void baton__rd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                        int root, const int *order) {
   (void)count, (void)root, (void)order;
   int reduces = coll == BATON__COLL_ALLREDUCE;
   s->coll = coll;

@@ -45,11 +45,14 @@ static inline int baton__fold_real(const baton__fold_t *f, int v) {
 }
 
 /* A new step that neither sends nor receives yet. */
-static inline baton__step_t *baton__step_add(baton__sched_t *s, baton__phase_t phase,
-                                             int step) {
+static inline baton__step_t *baton__step_add(baton__sched_t *s, baton__phase_t phase, int step) {
   baton__step_t *st = &s->steps[s->nsteps++];
-  *st = (baton__step_t){.phase = (uint8_t)phase, .step = (uint16_t)step, .send_peer = -1,
-                        .send_chunk = -1, .recv_peer = -1, .recv_chunk = -1};
+  *st = (baton__step_t){.phase = (uint8_t)phase,
+                        .step = (uint16_t)step,
+                        .send_peer = -1,
+                        .send_chunk = -1,
+                        .recv_peer = -1,
+                        .recv_chunk = -1};
   return st;
 }
 
@@ -85,8 +88,8 @@ static inline int baton__log2_below(int size) {
 /* The whole schedule of the odd rank of a folding pair: it sends chunks
  * [in, in + in_n) of its input to its partner, and receives the result,
  * chunks [out, out + out_n), at the end. */
-static inline void baton__fold_away(baton__sched_t *s, const baton__fold_t *f, int in,
-                                    int in_n, int out, int out_n) {
+static inline void baton__fold_away(baton__sched_t *s, const baton__fold_t *f, int in, int in_n,
+                                    int out, int out_n) {
   baton__step_t *st = baton__step_add(s, BATON__PHASE_FOLD, 0);
   baton__step_send(st, f->partner, in, in_n, BATON__FROM_INPUT);
   st = baton__step_add(s, BATON__PHASE_UNFOLD, 0);
@@ -97,8 +100,7 @@ static inline void baton__fold_away(baton__sched_t *s, const baton__fold_t *f, i
  * rank sends the run it has complete (virtual ranks [v & ~(d-1), +d)) and
  * receives its partner's, next to it. `own_from_input`: the first send is
  * the rank's own block, still in INPUT, and lands in WORK on the way. */
-static inline void baton__doubling(baton__sched_t *s, const baton__fold_t *f,
-                                   int own_from_input) {
+static inline void baton__doubling(baton__sched_t *s, const baton__fold_t *f, int own_from_input) {
   int step = 0;
   for (int d = 1; d < f->p; d *= 2, step++) {
     int mine = f->v & ~(d - 1), theirs = (f->v ^ d) & ~(d - 1);

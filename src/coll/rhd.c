@@ -61,8 +61,8 @@ static void halving(baton__sched_t *s, const baton__fold_t *f, int folded) {
   }
 }
 
-void baton__rhd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                         size_t count, int root, const int *order) {
+void baton__rhd_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                         int root, const int *order) {
   (void)count, (void)root, (void)order;
   int all = coll == BATON__COLL_ALLREDUCE;
   s->coll = coll;

@@ -25,8 +25,8 @@
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-static void add_phase(baton__sched_t *s, baton__phase_t phase, int p, int n,
-                      const int *order, int final_forward, int fed) {
+static void add_phase(baton__sched_t *s, baton__phase_t phase, int p, int n, const int *order,
+                      int final_forward, int fed) {
   int next = order[mod(p + 1, n)], prev = order[mod(p - 1, n)];
   int rs = phase == BATON__PHASE_REDUCE_SCATTER;
   for (int step = 0; step < n - 1; step++) {
@@ -52,8 +52,8 @@ static void add_phase(baton__sched_t *s, baton__phase_t phase, int p, int n,
   }
 }
 
-void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
-                          int size, const int *order) {
+void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
+                          const int *order) {
   int p = 0;
   while (order[p] != rank)
     p++;
@@ -65,8 +65,7 @@ void baton__ring_schedule(baton__sched_t *s, baton__coll_t coll, int rank,
   if (size == 1)
     return;
   if (!gathers)
-    add_phase(s, BATON__PHASE_REDUCE_SCATTER, p, size, order,
-              coll == BATON__COLL_ALLREDUCE, 0);
+    add_phase(s, BATON__PHASE_REDUCE_SCATTER, p, size, order, coll == BATON__COLL_ALLREDUCE, 0);
   if (!scatters)
     add_phase(s, BATON__PHASE_ALLGATHER, p, size, order, 0, coll == BATON__COLL_ALLREDUCE);
 }
@@ -90,24 +89,38 @@ void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int 
     int q = mod(p - r - 1, size); /* 0 for the rank after the root */
     if (q > 0) {
       baton__step_t *st = &s->steps[s->nsteps++];
-      *st = (baton__step_t){.phase = BATON__PHASE_REDUCE, .step = (uint16_t)(q - 1),
-                            .send_peer = -1, .send_chunk = -1,
-                            .recv_peer = order[mod(p - 1, size)], .recv_chunk = root,
-                            .recv_n = 1, .recv_op = BATON__RECV_REDUCE,
-                            .recv_with = BATON__FROM_INPUT, .keep = rank == root,
-                            .forward = rank != root, .finish = rank == root};
+      *st = (baton__step_t){.phase = BATON__PHASE_REDUCE,
+                            .step = (uint16_t)(q - 1),
+                            .send_peer = -1,
+                            .send_chunk = -1,
+                            .recv_peer = order[mod(p - 1, size)],
+                            .recv_chunk = root,
+                            .recv_n = 1,
+                            .recv_op = BATON__RECV_REDUCE,
+                            .recv_with = BATON__FROM_INPUT,
+                            .keep = rank == root,
+                            .forward = rank != root,
+                            .finish = rank == root};
     }
     if (rank != root && q == 0) {
       baton__step_t *st = &s->steps[s->nsteps++];
-      *st = (baton__step_t){.phase = BATON__PHASE_REDUCE, .step = 0,
-                            .send_peer = order[mod(p + 1, size)], .send_chunk = root,
-                            .send_n = 1, .send_from = BATON__FROM_INPUT, .recv_peer = -1,
+      *st = (baton__step_t){.phase = BATON__PHASE_REDUCE,
+                            .step = 0,
+                            .send_peer = order[mod(p + 1, size)],
+                            .send_chunk = root,
+                            .send_n = 1,
+                            .send_from = BATON__FROM_INPUT,
+                            .recv_peer = -1,
                             .recv_chunk = -1};
     } else if (rank != root) {
       baton__step_t *st = &s->steps[s->nsteps++];
-      *st = (baton__step_t){.phase = BATON__PHASE_REDUCE, .step = (uint16_t)q,
-                            .send_peer = order[mod(p + 1, size)], .send_chunk = root,
-                            .send_n = 1, .send_from = BATON__FROM_WORK, .recv_peer = -1,
+      *st = (baton__step_t){.phase = BATON__PHASE_REDUCE,
+                            .step = (uint16_t)q,
+                            .send_peer = order[mod(p + 1, size)],
+                            .send_chunk = root,
+                            .send_n = 1,
+                            .send_from = BATON__FROM_WORK,
+                            .recv_peer = -1,
                             .recv_chunk = -1};
     }
     return;
@@ -115,16 +128,27 @@ void baton__chain_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int 
   int q = mod(p - r, size); /* distance from the root along the chain */
   if (q > 0) {
     baton__step_t *st = &s->steps[s->nsteps++];
-    *st = (baton__step_t){.phase = BATON__PHASE_BROADCAST, .step = (uint16_t)(q - 1),
-                          .send_peer = -1, .send_chunk = -1, .recv_peer = order[mod(p - 1, size)],
-                          .recv_chunk = root, .recv_n = 1, .recv_op = BATON__RECV_COPY, .keep = 1,
+    *st = (baton__step_t){.phase = BATON__PHASE_BROADCAST,
+                          .step = (uint16_t)(q - 1),
+                          .send_peer = -1,
+                          .send_chunk = -1,
+                          .recv_peer = order[mod(p - 1, size)],
+                          .recv_chunk = root,
+                          .recv_n = 1,
+                          .recv_op = BATON__RECV_COPY,
+                          .keep = 1,
                           .forward = q < size - 1};
   }
   if (q < size - 1) {
     baton__step_t *st = &s->steps[s->nsteps++];
-    *st = (baton__step_t){.phase = BATON__PHASE_BROADCAST, .step = (uint16_t)q,
-                          .send_peer = order[mod(p + 1, size)], .send_chunk = root, .send_n = 1,
-                          .send_from = BATON__FROM_INPUT, .send_keep = q == 0, .recv_peer = -1,
+    *st = (baton__step_t){.phase = BATON__PHASE_BROADCAST,
+                          .step = (uint16_t)q,
+                          .send_peer = order[mod(p + 1, size)],
+                          .send_chunk = root,
+                          .send_n = 1,
+                          .send_from = BATON__FROM_INPUT,
+                          .send_keep = q == 0,
+                          .recv_peer = -1,
                           .recv_chunk = -1};
   }
 }

@@ -56,8 +56,12 @@ static int span(int v, int size) { return low(v, size) < size - v ? low(v, size)
 
 static baton__step_t *add(baton__sched_t *s, baton__phase_t phase, int step) {
   baton__step_t *st = &s->steps[s->nsteps++];
-  *st = (baton__step_t){.phase = (uint8_t)phase, .step = (uint16_t)step, .send_peer = -1,
-                        .send_chunk = -1, .recv_peer = -1, .recv_chunk = -1};
+  *st = (baton__step_t){.phase = (uint8_t)phase,
+                        .step = (uint16_t)step,
+                        .send_peer = -1,
+                        .send_chunk = -1,
+                        .recv_peer = -1,
+                        .recv_chunk = -1};
   return st;
 }
 
@@ -68,7 +72,7 @@ typedef struct {
   const int *order; /* ranks in tree order, NULL for 0..N-1 */
   int root;         /* the root's place in that order */
   int size, v;
-  int chunk, n;     /* the whole message, when not per_rank */
+  int chunk, n; /* the whole message, when not per_rank */
   int per_rank;
 } tree_t;
 
@@ -154,8 +158,8 @@ static void down(baton__sched_t *s, const tree_t *t, baton__phase_t phase, int r
 
 int baton__tree_max_steps(int size) { return 2 * ceil_log2(size) + 3; }
 
-void baton__tree_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size,
-                           size_t count, int root, const int *order) {
+void baton__tree_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
+                          int root, const int *order) {
   (void)count;
   s->coll = coll;
   s->algo = "tree";
@@ -168,8 +172,12 @@ void baton__tree_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int s
    * scatter keep rank order, so that a subtree's blocks are one run of
    * chunks. */
   int pr = place(order, size, root);
-  tree_t t = {.order = order, .root = pr, .size = size,
-              .v = mod(place(order, size, rank) - pr, size), .chunk = root, .n = 1};
+  tree_t t = {.order = order,
+              .root = pr,
+              .size = size,
+              .v = mod(place(order, size, rank) - pr, size),
+              .chunk = root,
+              .n = 1};
   switch (coll) {
   case BATON__COLL_BROADCAST:
     down(s, &t, BATON__PHASE_BROADCAST, BATON__FROM_INPUT);
@@ -178,8 +186,12 @@ void baton__tree_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int s
     up(s, &t, BATON__PHASE_REDUCE, 1);
     break;
   case BATON__COLL_ALLREDUCE:
-    t = (tree_t){.order = order, .root = 0, .size = size, .v = place(order, size, rank),
-                 .chunk = 0, .n = size};
+    t = (tree_t){.order = order,
+                 .root = 0,
+                 .size = size,
+                 .v = place(order, size, rank),
+                 .chunk = 0,
+                 .n = size};
     up(s, &t, BATON__PHASE_REDUCE, 1);
     down(s, &t, BATON__PHASE_BROADCAST, BATON__FROM_WORK);
     break;

@@ -121,8 +121,8 @@ struct baton__shm {
   double spin_s;
   int oversubscribed; /* more ranks than cores */
   const baton__watch_t *watch;
-  char why[384];      /* the watch's reason */
-  int watched;        /* the last failed wait was ended by the watch */
+  char why[384]; /* the watch's reason */
+  int watched;   /* the last failed wait was ended by the watch */
   chan_t send_chan, recv_chan;
   baton__conn_t send_conn, recv_conn;
   chan_t *pair_send_chan, *pair_recv_chan; /* per local index */
@@ -216,7 +216,8 @@ static int peer_alive(pid_t pid) {
   fclose(f);
   buf[n] = '\0';
   const char *close_paren = strrchr(buf, ')');
-  return !(close_paren && close_paren[1] == ' ' && (close_paren[2] == 'Z' || close_paren[2] == 'X'));
+  return !(close_paren && close_paren[1] == ' ' &&
+           (close_paren[2] == 'Z' || close_paren[2] == 'X'));
 }
 
 /* Waits until *word >= target (mod 2^32). `peer` is re-checked on every
@@ -271,8 +272,8 @@ static int wait_failed(baton__conn_t *c, chan_t *ch, int rc, const char *what) {
   if (ch->shm->watched)
     snprintf(c->why, sizeof c->why, "%s", ch->shm->why);
   else if (rc == BATON_EREMOTE)
-    snprintf(c->why, sizeof c->why, "rank %d (pid %d) died while this rank waited %s",
-             c->peer, (int)ch->peer_pid, what);
+    snprintf(c->why, sizeof c->why, "rank %d (pid %d) died while this rank waited %s", c->peer,
+             (int)ch->peer_pid, what);
   else
     snprintf(c->why, sizeof c->why, "rank %d sent nothing for %.3g s while this rank waited %s",
              c->peer, c->timeout_s, what);
@@ -283,8 +284,8 @@ static int wait_failed(baton__conn_t *c, chan_t *ch, int rc, const char *what) {
 
 static int shm_send_acquire(baton__conn_t *c, void **slot) {
   chan_t *ch = c->impl;
-  int rc = wait_for(ch->shm, &ch->ctrl->tail, ch->count - ch->nslots + 1,
-                    &ch->ctrl->send_waiting, ch->peer_pid, c->timeout_s);
+  int rc = wait_for(ch->shm, &ch->ctrl->tail, ch->count - ch->nslots + 1, &ch->ctrl->send_waiting,
+                    ch->peer_pid, c->timeout_s);
   if (rc)
     return wait_failed(c, ch, rc, "for a free slot to send into");
   *slot = ch->slots + (size_t)(ch->count % ch->nslots) * c->slot_bytes;
@@ -304,8 +305,8 @@ static int shm_send_commit(baton__conn_t *c, size_t bytes) {
 
 static int shm_recv_acquire(baton__conn_t *c, const void **slot, size_t *bytes) {
   chan_t *ch = c->impl;
-  int rc = wait_for(ch->shm, &ch->ctrl->head, ch->count + 1,
-                    &ch->ctrl->recv_waiting, ch->peer_pid, c->timeout_s);
+  int rc = wait_for(ch->shm, &ch->ctrl->head, ch->count + 1, &ch->ctrl->recv_waiting, ch->peer_pid,
+                    c->timeout_s);
   if (rc)
     return wait_failed(c, ch, rc, "for data");
   const slot_meta_t *m = &ch->meta[ch->count % ch->nslots];
@@ -395,8 +396,8 @@ int baton__shm_arrive(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, d
   for (int r = 0; r < s->size && sig; r++) {
     if (r == s->rank)
       continue;
-    int rc = baton__sig_check(sig, &mailbox_hdr(s, r, call)->sig, s->local[s->rank],
-                              s->local[r], why, whylen);
+    int rc = baton__sig_check(sig, &mailbox_hdr(s, r, call)->sig, s->local[s->rank], s->local[r],
+                              why, whylen);
     if (rc)
       return rc;
   }
@@ -474,8 +475,8 @@ static size_t pair_slot_bytes(const baton__params_t *p) {
   return b / CACHELINE * CACHELINE;
 }
 
-static int create_file(baton__shm_t *s, const baton__params_t *p, char *name,
-                       size_t namelen, char *err, size_t errlen) {
+static int create_file(baton__shm_t *s, const baton__params_t *p, char *name, size_t namelen,
+                       char *err, size_t errlen) {
   snprintf(name, namelen, "/baton-%d-%08lx", (int)getpid(),
            (unsigned long)(baton__now() * 1e9) & 0xffffffffUL);
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -511,15 +512,17 @@ static int open_file(baton__shm_t *s, const baton__params_t *p, const char *name
                      size_t errlen) {
   int fd = shm_open(name, O_RDWR, 0);
   if (fd < 0) {
-    snprintf(err, errlen, "shm_open(%s) failed: %s; are all ranks on one host?", name, strerror(errno));
+    snprintf(err, errlen, "shm_open(%s) failed: %s; are all ranks on one host?", name,
+             strerror(errno));
     return BATON_ESYS;
   }
   struct stat st;
   int rc = BATON_ESYS;
   if (fstat(fd, &st) != 0 || (size_t)st.st_size != s->bytes) {
-    snprintf(err, errlen, "shared memory %s has %lld bytes, this rank expects %zu: do all ranks "
-             "use the same BATON_SEGMENT_BYTES and BATON_SHM_SLOTS?", name,
-             (long long)st.st_size, s->bytes);
+    snprintf(err, errlen,
+             "shared memory %s has %lld bytes, this rank expects %zu: do all ranks "
+             "use the same BATON_SEGMENT_BYTES and BATON_SHM_SLOTS?",
+             name, (long long)st.st_size, s->bytes);
     goto fail_close;
   }
   if ((rc = map_file(fd, s->bytes, &s->base, err, errlen)) != 0)
@@ -528,8 +531,10 @@ static int open_file(baton__shm_t *s, const baton__params_t *p, const char *name
   if (s->hdr->magic != SHM_MAGIC || s->hdr->nranks != (uint32_t)s->size ||
       s->hdr->slot_bytes != s->send_conn.slot_bytes || s->hdr->nslots != (uint32_t)p->shm_slots ||
       s->hdr->pair_slot_bytes != pair_slot_bytes(p)) {
-    snprintf(err, errlen, "shared memory %s does not match this rank's settings "
-             "(size %d, segment %zu bytes)", name, s->size, s->send_conn.slot_bytes);
+    snprintf(err, errlen,
+             "shared memory %s does not match this rank's settings "
+             "(size %d, segment %zu bytes)",
+             name, s->size, s->send_conn.slot_bytes);
     rc = BATON_EUSAGE;
     munmap(s->base, s->bytes);
     s->base = NULL;
@@ -566,10 +571,8 @@ static void bind_conns(baton__shm_t *s, int next, int prev, const baton__params_
   for (int j = 0; j < s->size; j++) {
     if (j == s->rank)
       continue;
-    bind_conn(s, &s->pair_send[j], &s->pair_send_chan[j], pair_chan(s, s->rank, j), s->local[j],
-              p);
-    bind_conn(s, &s->pair_recv[j], &s->pair_recv_chan[j], pair_chan(s, j, s->rank), s->local[j],
-              p);
+    bind_conn(s, &s->pair_send[j], &s->pair_send_chan[j], pair_chan(s, s->rank, j), s->local[j], p);
+    bind_conn(s, &s->pair_recv[j], &s->pair_recv_chan[j], pair_chan(s, j, s->rank), s->local[j], p);
     s->pair_send[j].slot_bytes = s->pair_recv[j].slot_bytes = s->hdr->pair_slot_bytes;
   }
 }
@@ -590,8 +593,8 @@ static void free_pairs(baton__shm_t *s) {
 }
 
 int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *local, int size,
-                     int next, int prev, const baton__params_t *p, baton__shm_t **out,
-                     char *err, size_t errlen) {
+                     int next, int prev, const baton__params_t *p, baton__shm_t **out, char *err,
+                     size_t errlen) {
   baton__shm_t *s = calloc(1, sizeof *s);
   int *copy = calloc((size_t)size, sizeof *copy);
   if (!s || !copy) {
@@ -607,10 +610,11 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   s->oversubscribed = cpus > 0 && size > cpus;
   s->send_conn.slot_bytes = s->recv_conn.slot_bytes = p->segment_bytes / CACHELINE * CACHELINE;
-  s->bytes = header_bytes(size, align_up(MAILBOX_DATA + p->flat_bytes, CACHELINE)) +
-             (size_t)size * align_up(chan_bytes((uint32_t)p->shm_slots, s->send_conn.slot_bytes), 4096) +
-             (size_t)size * (size_t)(size - 1) *
-                 align_up(chan_bytes((uint32_t)p->shm_slots, pair_slot_bytes(p)), 4096);
+  s->bytes =
+      header_bytes(size, align_up(MAILBOX_DATA + p->flat_bytes, CACHELINE)) +
+      (size_t)size * align_up(chan_bytes((uint32_t)p->shm_slots, s->send_conn.slot_bytes), 4096) +
+      (size_t)size * (size_t)(size - 1) *
+          align_up(chan_bytes((uint32_t)p->shm_slots, pair_slot_bytes(p)), 4096);
   s->pair_send_chan = calloc((size_t)size, sizeof(chan_t));
   s->pair_recv_chan = calloc((size_t)size, sizeof(chan_t));
   s->pair_send = calloc((size_t)size, sizeof(baton__conn_t));
@@ -648,8 +652,9 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   if (s->rank == 0)
     shm_unlink(name);
   bind_conns(s, next, prev, p);
-  baton__log_info(SHM, "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes, spin %.0f us",
-             name, s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes, s->spin_s * 1e6);
+  baton__log_info(SHM,
+                  "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes, spin %.0f us",
+                  name, s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes, s->spin_s * 1e6);
   *out = s;
   return 0;
 fail_unmap:

@@ -13,8 +13,8 @@ typedef struct baton__shm baton__shm_t;
  * `key`. This rank gets a send channel to its ring successor `next` and a
  * receive channel from its predecessor `prev` when they are in `local`. */
 int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *local, int size,
-                     int next, int prev, const baton__params_t *p, baton__shm_t **out,
-                     char *err, size_t errlen);
+                     int next, int prev, const baton__params_t *p, baton__shm_t **out, char *err,
+                     size_t errlen);
 /* The channel to / from any other local rank: the ring's towards the ring
  * neighbour, a pair channel otherwise; NULL when `peer` is not local. */
 baton__conn_t *baton__shm_conn_to(baton__shm_t *s, int peer);

@@ -72,11 +72,11 @@ struct tcp_conn {
   char *slots;
   uint32_t nslots;
   uint32_t *len;
-  baton__sig_t *sig; /* per slot: the call the frame belongs to */
-  const char **ref;  /* sending, per slot: the caller's memory to send instead */
-  uint64_t user;  /* slots committed (send) or released (recv) by the executor */
-  uint64_t wire;  /* frames fully written (send) or fully read (recv) */
-  int failed;     /* a socket error: conn.why says what */
+  baton__sig_t *sig;   /* per slot: the call the frame belongs to */
+  const char **ref;    /* sending, per slot: the caller's memory to send instead */
+  uint64_t user;       /* slots committed (send) or released (recv) by the executor */
+  uint64_t wire;       /* frames fully written (send) or fully read (recv) */
+  int failed;          /* a socket error: conn.why says what */
   uint8_t *kind;       /* per slot: BATON__FRAME_DATA or _ABORT */
   int abort_rc;        /* the peer sent an abort frame: its code ... */
   uint64_t abort_seq;  /* ... the call it failed in ... */
@@ -91,8 +91,8 @@ struct baton__tcp {
   const baton__sig_t *sig;
   const baton__watch_t *watch;
   double timeout_s;
-  double spin_s; /* how long a waiter polls before it sleeps */
-  int yield;     /* more ranks than cores: give the core away while polling */
+  double spin_s;           /* how long a waiter polls before it sleeps */
+  int yield;               /* more ranks than cores: give the core away while polling */
   tcp_conn_t **to, **from; /* by peer rank */
   tcp_conn_t **all;
   int nall;
@@ -155,8 +155,10 @@ int baton__frame_parse(const uint8_t *b, uint64_t comm_id, uint32_t frame, uint3
   f->sig.root = (int32_t)get32(b + 40);
   f->sig.algo = b[44];
   if (get32(b) != BATON__FRAME_MAGIC)
-    snprintf(why, whylen, "a frame header with bad magic 0x%08x (not a baton peer, or the "
-             "stream lost its place)", get32(b));
+    snprintf(why, whylen,
+             "a frame header with bad magic 0x%08x (not a baton peer, or the "
+             "stream lost its place)",
+             get32(b));
   else if ((get32(b + 44) >> 8) != 0)
     snprintf(why, whylen, "a frame header with reserved bits 0x%06x set", get32(b + 44) >> 8);
   else if (f->kind > BATON__FRAME_PING)
@@ -252,8 +254,11 @@ static int push(tcp_conn_t *c, sock_t *s) {
   while (s->frame < c->user) {
     uint32_t len = c->len[s->frame % c->nslots];
     if (s->done == 0) {
-      baton__frame_t f = {.comm_id = c->t->comm_id, .frame = (uint32_t)s->frame, .len = len,
-                          .kind = BATON__FRAME_DATA, .sig = c->sig[s->frame % c->nslots]};
+      baton__frame_t f = {.comm_id = c->t->comm_id,
+                          .frame = (uint32_t)s->frame,
+                          .len = len,
+                          .kind = BATON__FRAME_DATA,
+                          .sig = c->sig[s->frame % c->nslots]};
       baton__frame_pack(s->hdr, &f);
     }
     struct iovec iov[2];
@@ -274,7 +279,7 @@ static int push(tcp_conn_t *c, sock_t *s) {
     s->done += (size_t)w;
     if (s->done == BATON__FRAME_HDR + len) {
       baton__log_trace(NET, "sent frame %llu (%u bytes) to rank %d", (unsigned long long)s->frame,
-                  len, c->conn.peer);
+                       len, c->conn.peer);
       s->done = 0;
       s->frame += (uint64_t)c->nsocks;
     }
@@ -347,8 +352,8 @@ static int pull(tcp_conn_t *c, sock_t *s) {
       c->len[s->frame % c->nslots] = f.len;
       c->sig[s->frame % c->nslots] = f.sig;
       baton__log_trace(NET, "frame %llu from rank %d: kind %u, %u bytes, call #%llu",
-                  (unsigned long long)s->frame, c->conn.peer, f.kind, f.len,
-                  (unsigned long long)f.sig.seq);
+                       (unsigned long long)s->frame, c->conn.peer, f.kind, f.len,
+                       (unsigned long long)f.sig.seq);
       if (f.kind == BATON__FRAME_PING) { /* nothing to keep: the ACK was the point */
         s->done = 0;
         continue;
@@ -398,7 +403,6 @@ static int ready(const tcp_conn_t *c) {
 
 static int flushed(const tcp_conn_t *c) { return c->wire == c->user; }
 
-
 /* A wait this long pings the peers it sends to (see ping_idle). */
 #define PING_S 0.2
 
@@ -415,12 +419,13 @@ static void ping_idle(baton__tcp_t *t) {
       /* Only on an empty send queue: data still unacknowledged is already
        * watched by the user timeout, and an empty queue takes the 48 bytes
        * whole (a partial ping would break the stream). */
-      if (s->done != 0 || s->frame < c->user || ioctl(s->fd, SIOCOUTQ, &queued) != 0 ||
-          queued != 0)
+      if (s->done != 0 || s->frame < c->user || ioctl(s->fd, SIOCOUTQ, &queued) != 0 || queued != 0)
         continue;
       uint8_t hdr[BATON__FRAME_HDR];
-      baton__frame_t f = {.comm_id = t->comm_id, .frame = (uint32_t)s->frame,
-                          .kind = BATON__FRAME_PING, .sig = {.root = -1}};
+      baton__frame_t f = {.comm_id = t->comm_id,
+                          .frame = (uint32_t)s->frame,
+                          .kind = BATON__FRAME_PING,
+                          .sig = {.root = -1}};
       baton__frame_pack(hdr, &f);
       if (write(s->fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
         /* an error shows at the next poll */
@@ -495,9 +500,11 @@ static int wait_on(tcp_conn_t *c, int (*cond)(const tcp_conn_t *), const char *w
     }
     double left = (rc ? explain_by : deadline) - now;
     if (!rc && left <= 0) {
-      snprintf(c->conn.why, sizeof c->conn.why, "rank %d (host %s) %s for %.3g s while this "
-               "rank waited %s", c->conn.peer, t->hosts[c->conn.peer],
-               c->sending ? "took no data" : "sent nothing", t->timeout_s, what);
+      snprintf(c->conn.why, sizeof c->conn.why,
+               "rank %d (host %s) %s for %.3g s while this "
+               "rank waited %s",
+               c->conn.peer, t->hosts[c->conn.peer], c->sending ? "took no data" : "sent nothing",
+               t->timeout_s, what);
       return BATON_ETIMEDOUT;
     }
     int ms = staged ? 0 : left > 0.1 ? 100 : left > 0 ? (int)(left * 1000) + 1 : 0;
@@ -557,8 +564,8 @@ static int tcp_recv_acquire(baton__conn_t *bc, const void **slot, size_t *bytes)
     return rc;
   if (c->kind[c->user % c->nslots] == BATON__FRAME_ABORT)
     return relay(c, c);
-  if ((rc = baton__sig_check(c->t->sig, &c->sig[c->user % c->nslots], c->t->rank, bc->peer,
-                             bc->why, sizeof bc->why)) != 0)
+  if ((rc = baton__sig_check(c->t->sig, &c->sig[c->user % c->nslots], c->t->rank, bc->peer, bc->why,
+                             sizeof bc->why)) != 0)
     return rc;
   *slot = slot_of(c, c->user);
   *bytes = c->len[c->user % c->nslots];
@@ -588,8 +595,8 @@ const baton__transport_t baton__tcp_transport = {
 
 /* ---------------------------------------------------------------- set-up */
 
-int baton__pick_local_ip(const char *ifname, const char *rendezvous_host, char *ip,
-                         size_t iplen, char *err, size_t errlen) {
+int baton__pick_local_ip(const char *ifname, const char *rendezvous_host, char *ip, size_t iplen,
+                         char *err, size_t errlen) {
   if (!ifname || !ifname[0]) {
     /* The interface the kernel would use to reach the rendezvous. */
     struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(9)};
@@ -630,8 +637,10 @@ int baton__pick_local_ip(const char *ifname, const char *rendezvous_host, char *
   }
   freeifaddrs(ifs);
   if (rc && ifname && ifname[0])
-    snprintf(err, errlen, "no IPv4 interface that is up matches BATON_SOCKET_IFNAME=%s; "
-             "interfaces found: %s", ifname, found[0] ? found : "none");
+    snprintf(err, errlen,
+             "no IPv4 interface that is up matches BATON_SOCKET_IFNAME=%s; "
+             "interfaces found: %s",
+             ifname, found[0] ? found : "none");
   else if (rc)
     snprintf(err, errlen, "no IPv4 interface that is up routes to %s; interfaces found: %s",
              rendezvous_host[0] ? rendezvous_host : "the rendezvous", found[0] ? found : "none");
@@ -745,8 +754,8 @@ static int connect_one(baton__tcp_t *t, tcp_conn_t *c, int j, const char *ip, in
     int e = errno;
     close(fd);
     if (baton__now() >= deadline) {
-      snprintf(err, errlen, "connecting to rank %d (host %s) at %s:%d failed for %.3g s: %s",
-               peer, t->hosts[peer], ip, port, t->timeout_s, strerror(e));
+      snprintf(err, errlen, "connecting to rank %d (host %s) at %s:%d failed for %.3g s: %s", peer,
+               t->hosts[peer], ip, port, t->timeout_s, strerror(e));
       return BATON_ETIMEDOUT;
     }
     usleep(10000);
@@ -755,8 +764,8 @@ static int connect_one(baton__tcp_t *t, tcp_conn_t *c, int j, const char *ip, in
 
 /* Accepts until every expected incoming socket has arrived. A connection
  * that does not say a valid hello for this communicator is dropped. */
-static int accept_all(baton__tcp_t *t, int lfd, int expected, double deadline,
-                      _Atomic int *stop, char *err, size_t errlen) {
+static int accept_all(baton__tcp_t *t, int lfd, int expected, double deadline, _Atomic int *stop,
+                      char *err, size_t errlen) {
   while (expected > 0) {
     double slice = baton__now() + 0.05;
     int prc = poll_until(lfd, POLLIN, slice < deadline ? slice : deadline);
@@ -767,8 +776,10 @@ static int accept_all(baton__tcp_t *t, int lfd, int expected, double deadline,
     if (prc != 0 && baton__now() < deadline)
       continue;
     if (prc != 0) {
-      size_t off = (size_t)snprintf(err, errlen, "timed out after %.3g s waiting for "
-                                    "connections from", t->timeout_s);
+      size_t off = (size_t)snprintf(err, errlen,
+                                    "timed out after %.3g s waiting for "
+                                    "connections from",
+                                    t->timeout_s);
       for (int r = 0; r < t->size; r++) {
         tcp_conn_t *c = t->from[r];
         for (int j = 0; c && j < c->nsocks && off < errlen; j++)
@@ -800,10 +811,9 @@ static int accept_all(baton__tcp_t *t, int lfd, int expected, double deadline,
       j = get32(h + 8);
       c = from < (uint32_t)t->size ? t->from[from] : NULL;
     }
-    if (!c || j >= (uint32_t)c->nsocks || get32(h + 12) != (uint32_t)c->nsocks ||
-        c->s[j].fd >= 0) {
+    if (!c || j >= (uint32_t)c->nsocks || get32(h + 12) != (uint32_t)c->nsocks || c->s[j].fd >= 0) {
       baton__log_warn(NET, "dropped a connection that is not an expected peer of this "
-                 "communicator (bad or repeated hello)");
+                           "communicator (bad or repeated hello)");
       close(fd);
       continue;
     }
@@ -953,7 +963,9 @@ int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton
    * those it receives from), and the handshake needs both sides to talk:
    * a thread accepts while this one connects, so a ring of ranks that all
    * connect first cannot wait on each other. */
-  accept_job_t job = {.t = t, .lfd = lfd, .expected = a->nfrom * p->nsocks,
+  accept_job_t job = {.t = t,
+                      .lfd = lfd,
+                      .expected = a->nfrom * p->nsocks,
                       .deadline = baton__now() + p->timeout_s};
   pthread_t th;
   if (pthread_create(&th, NULL, accept_thread, &job) != 0) {
@@ -970,9 +982,10 @@ int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton
   if (rc)
     goto fail;
   close(lfd);
-  baton__log_info(NET, "tcp on %s: %d connections out, %d in, %d socket%s each, %u slots x %zu bytes",
-             a->local_ip, a->nto, a->nfrom, p->nsocks, p->nsocks > 1 ? "s" : "",
-             (unsigned)p->shm_slots, p->tcp_segment_bytes / 64 * 64);
+  baton__log_info(NET,
+                  "tcp on %s: %d connections out, %d in, %d socket%s each, %u slots x %zu bytes",
+                  a->local_ip, a->nto, a->nfrom, p->nsocks, p->nsocks > 1 ? "s" : "",
+                  (unsigned)p->shm_slots, p->tcp_segment_bytes / 64 * 64);
   *out = t;
   return 0;
 fail:
@@ -1005,7 +1018,9 @@ void baton__tcp_poison(baton__tcp_t *t, int rc, const char *msg) {
       if (c->sending && s->done == 0 && !c->failed) {
         /* Best effort: the frame goes out only if the socket takes it whole. */
         uint8_t hdr[BATON__FRAME_HDR];
-        baton__frame_t f = {.comm_id = t->comm_id, .frame = (uint32_t)s->frame, .len = n,
+        baton__frame_t f = {.comm_id = t->comm_id,
+                            .frame = (uint32_t)s->frame,
+                            .len = n,
                             .kind = BATON__FRAME_ABORT,
                             .sig = {.root = rc, .seq = t->sig ? t->sig->seq : 0}};
         baton__frame_pack(hdr, &f);

@@ -17,9 +17,9 @@ typedef struct {
   const baton__sig_t *sig; /* the communicator's current call */
   const int *to, *from;    /* peers this rank sends to / receives from */
   int nto, nfrom;
-  const char *local_ip;    /* the address to listen on */
+  const char *local_ip;          /* the address to listen on */
   const baton__secret_t *secret; /* every connection proves it (auth.h) */
-  char (*hosts)[64];       /* host name of every rank, for messages */
+  char (*hosts)[64];             /* host name of every rank, for messages */
 } baton__tcp_args_t;
 
 int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton__params_t *p,
@@ -69,7 +69,7 @@ int baton__tcp_check(baton__tcp_t *t, char *why, size_t whylen);
 /* Picks the address to listen on: the interface named (or prefixed) by
  * `ifname` when set, else the one that routes to `rendezvous_host`. On
  * failure, err lists the interfaces found. */
-int baton__pick_local_ip(const char *ifname, const char *rendezvous_host, char *ip,
-                         size_t iplen, char *err, size_t errlen);
+int baton__pick_local_ip(const char *ifname, const char *rendezvous_host, char *ip, size_t iplen,
+                         char *err, size_t errlen);
 
 #endif /* BATON_TCP_H */

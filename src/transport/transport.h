@@ -30,7 +30,7 @@ typedef struct {
   int32_t root;   /* -1 without a root */
   uint8_t coll;   /* baton__coll_t */
   uint8_t dtype, op;
-  uint8_t algo;   /* 1 + the algorithm's row in algo.c's table; 0: none */
+  uint8_t algo; /* 1 + the algorithm's row in algo.c's table; 0: none */
 } baton__sig_t;
 
 /* 0 when a and b describe the same call; else writes "rank PEER called X
@@ -66,13 +66,13 @@ typedef struct {
 
 struct baton__conn {
   const baton__transport_t *ops;
-  int peer;           /* the other rank */
-  int self;           /* this rank */
-  size_t slot_bytes;  /* most bytes one slot carries */
+  int peer;          /* the other rank */
+  int self;          /* this rank */
+  size_t slot_bytes; /* most bytes one slot carries */
   double timeout_s;
   const baton__sig_t *sig; /* the communicator's current call */
-  char why[384];      /* reason for the last failure */
-  void *impl;         /* transport state */
+  char why[384];           /* reason for the last failure */
+  void *impl;              /* transport state */
 };
 
 extern const baton__transport_t baton__shm_transport;

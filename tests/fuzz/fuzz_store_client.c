@@ -46,10 +46,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   snprintf(st.addr, sizeof st.addr, "fuzz");
   for (unsigned plan = data[0], i = 0; i < 4 && !st.broken; i++, plan >>= 2) {
     switch (plan & 3) {
-    case 0: baton__store_set(&st, "key", "value", 5, err, sizeof err); break;
-    case 1: baton__store_get(&st, "key", small, sizeof small, &len, 1, err, sizeof err); break;
-    case 2: baton__store_get(&st, "key", big, sizeof big, &len, 1, err, sizeof err); break;
-    default: baton__store_get(&st, "key", NULL, 0, &len, 1, err, sizeof err); break;
+    case 0:
+      baton__store_set(&st, "key", "value", 5, err, sizeof err);
+      break;
+    case 1:
+      baton__store_get(&st, "key", small, sizeof small, &len, 1, err, sizeof err);
+      break;
+    case 2:
+      baton__store_get(&st, "key", big, sizeof big, &len, 1, err, sizeof err);
+      break;
+    default:
+      baton__store_get(&st, "key", NULL, 0, &len, 1, err, sizeof err);
+      break;
     }
   }
   close(sv[0]);

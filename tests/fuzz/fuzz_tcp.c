@@ -25,10 +25,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   static char hosts[2][64] = {"me", "peer"};
   baton__sig_t sig = {.seq = 1, .count = 8, .root = -1, .coll = 0, .dtype = 8, .op = 0};
-  baton__params_t p = {.nsocks = 1, .shm_slots = 4 + (data[0] & 3),
-                       .segment_bytes = 64u << (data[0] >> 4 & 7), .timeout_s = 0.02};
-  baton__tcp_t t = {.rank = 0, .size = 2, .comm_id = 0x1122334455667788ull, .sig = &sig,
-                    .timeout_s = 0.02, .hosts = hosts};
+  baton__params_t p = {.nsocks = 1,
+                       .shm_slots = 4 + (data[0] & 3),
+                       .segment_bytes = 64u << (data[0] >> 4 & 7),
+                       .timeout_s = 0.02};
+  baton__tcp_t t = {.rank = 0,
+                    .size = 2,
+                    .comm_id = 0x1122334455667788ull,
+                    .sig = &sig,
+                    .timeout_s = 0.02,
+                    .hosts = hosts};
   tcp_conn_t *c = conn_new(&t, 1, 0, &p);
   if (!c)
     return 0;
