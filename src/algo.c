@@ -1,73 +1,17 @@
 /*
- * algo.c - the table of algorithms: for each, which collectives it serves,
- * how many steps it may need, and the function that writes its schedule.
+ * algo.c - the table of algorithms (algo.h): for each, what it is in one
+ * line, which collectives it serves, what sets it apart, how many steps it
+ * may need and the function that writes its schedule.
  *
  * The executor, the tracer, baton-viz, baton-model and the schedule tests
- * all reach an algorithm's steps through baton__schedule_for(), so a new
+ * all reach an algorithm's steps through baton__schedule_build(), so a new
  * algorithm (one file in src/coll/ plus one row below) is drawn, traced and
  * tested without touching any of them.
  */
+#include <stdlib.h>
 #include <string.h>
 
-#include "schedule.h"
-
-/* Larger communicators than this are never drawn or checked offline. */
-#define MAX_OFFLINE_SIZE 4096
-
-static int ring_max_steps(int size) { return 2 * size; }
-
-/* Broadcast and reduce on the ring are the chain: the ring opened at the
- * root. */
-static void ring_build(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
-                       int root, const int *order) {
-  (void)count;
-  if (coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE)
-    baton__chain_schedule(s, coll, rank, size, order, root);
-  else
-    baton__ring_schedule(s, coll, rank, size, order);
-}
-
-static int flat_max_steps(int size) { return size; }
-
-static void hier_build(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
-                       int root, const int *order) {
-  (void)count;
-  (void)root;
-  baton__hier_schedule(s, coll, rank, size, order);
-}
-
-/* flat.c as data: one step in which this rank reads, from every other
- * rank's mailbox, what it needs: everything (allreduce), its own chunk of
- * every input (reduce-scatter), the other rank's input (allgather) or the
- * root's (broadcast). No rank sends: each writes its own mailbox and the
- * others read it. */
-static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
-                       int root, const int *order) {
-  (void)order;
-  (void)count;
-  s->coll = coll;
-  s->algo = "flat";
-  s->nsteps = 0;
-  for (int q = 0; q < size; q++) {
-    if (q == rank || (coll == BATON__COLL_BROADCAST && q != root))
-      continue;
-    baton__step_t *st = &s->steps[s->nsteps++];
-    memset(st, 0, sizeof *st);
-    st->phase = BATON__PHASE_FLAT;
-    st->send_peer = -1;
-    st->send_chunk = -1;
-    st->recv_peer = q;
-    st->recv_n = 1;
-    st->recv_with = BATON__FROM_WORK;
-    st->recv_chunk = coll == BATON__COLL_ALLREDUCE        ? BATON__ALL_CHUNKS
-                     : coll == BATON__COLL_REDUCE_SCATTER ? rank
-                                                          : q;
-    st->recv_op = coll == BATON__COLL_ALLREDUCE || coll == BATON__COLL_REDUCE_SCATTER
-                      ? BATON__RECV_REDUCE
-                      : BATON__RECV_COPY;
-    st->keep = 1;
-  }
-}
+#include "algo.h"
 
 #define BIT(c) (1u << BATON__COLL_##c)
 #define FLAT_COLLS (BIT(ALLREDUCE) | BIT(REDUCE_SCATTER) | BIT(ALLGATHER) | BIT(BROADCAST))
@@ -77,30 +21,35 @@ static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
 #define TREE_COLLS (BIT(ALLREDUCE) | BIT(BROADCAST) | BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER))
 #define NAIVE_COLLS (RING_COLLS | BIT(GATHER) | BIT(SCATTER))
 
-#define ALGO(name_, colls_, traits_, scratch_, layout_, max_steps_, build_)                        \
-  {                                                                                                \
-    .name = name_, .colls = colls_, .traits = traits_, .scratch_colls = scratch_,                  \
-    .layout = layout_, .max_steps = max_steps_, .build = build_                                    \
-  }
+#define ALGO(name_, summary_, colls_, traits_, scratch_, layout_, prefix_)                         \
+  {.name = name_, .summary = summary_, .colls = colls_, .traits = traits_,                         \
+   .scratch_colls = scratch_, .layout = layout_, .max_steps = baton__##prefix_##_max_steps,        \
+   .build = baton__##prefix_##_build}
 
 static const baton__algo_t algos[] = {
-    ALGO("ring", RING_COLLS, BATON__ALGO_RING_LINKS, 0, "ring", ring_max_steps, ring_build),
-    ALGO("flat", FLAT_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX, 0, "ring",
-         flat_max_steps, flat_build),
-    ALGO("pairwise", BIT(ALLTOALL), 0, 0, "ring", baton__pairwise_max_steps, baton__pairwise_build),
-    ALGO("tree", TREE_COLLS, 0, BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER), "tree",
-         baton__tree_max_steps, baton__tree_schedule),
-    ALGO("naive", NAIVE_COLLS, 0, 0, "tree", baton__naive_max_steps, baton__naive_schedule),
-    ALGO("hier", BIT(ALLREDUCE), BATON__ALGO_HOST_LEADERS, 0, "ring", ring_max_steps, hier_build),
-    ALGO("rhd", RHD_COLLS, 0, BIT(REDUCE_SCATTER) | BIT(REDUCE_SCATTERV), "ring",
-         baton__rhd_max_steps, baton__rhd_schedule),
-    ALGO("rd", RD_COLLS, 0, 0, "ring", baton__rd_max_steps, baton__rd_schedule),
+    ALGO("ring", "pipelined ring (chain for broadcast and reduce): bandwidth-optimal, 2(N-1) steps",
+         RING_COLLS, BATON__ALGO_RING_LINKS, 0, "ring", ring),
+    ALGO("flat", "one rendezvous through the host's shared-memory mailboxes: small messages",
+         FLAT_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX, 0, "ring", flat),
+    ALGO("pairwise", "alltoall in N-1 steps, each rank sending one block and receiving one",
+         BIT(ALLTOALL), 0, 0, "ring", pairwise),
+    ALGO("tree", "binomial tree: log2(N) steps of the whole message", TREE_COLLS, 0,
+         BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER), "tree", tree),
+    ALGO("naive", "everything through one rank: the baseline", NAIVE_COLLS, 0, 0, "tree", naive),
+    ALGO("hier", "fold each host into a leader, ring among the leaders, unfold: several hosts",
+         BIT(ALLREDUCE), BATON__ALGO_HOST_LEADERS, 0, "ring", hier),
+    ALGO("rhd", "recursive halving-doubling: 2 log2(N) steps, the ring's bytes", RHD_COLLS, 0,
+         BIT(REDUCE_SCATTER) | BIT(REDUCE_SCATTERV), "ring", rhd),
+    ALGO("rd", "recursive doubling: log2(N) steps of the whole message, small messages",
+         RD_COLLS, 0, 0, "ring", rd),
 };
 
 const baton__algo_t *baton__algos(int *n) {
   *n = (int)(sizeof algos / sizeof algos[0]);
   return algos;
 }
+
+int baton__algo_id(const baton__algo_t *algo) { return algo ? (int)(algo - algos) + 1 : 0; }
 
 int baton__max_steps(int size) {
   int most = 0;
@@ -123,21 +72,29 @@ baton__coll_t baton__coll_find(const char *name) {
   return BATON__COLL_COUNT;
 }
 
-int baton__schedule_on(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo, int rank,
-                       int size, size_t count, int root, const int *order) {
-  if (!algo || (unsigned)coll >= BATON__COLL_COUNT || !(algo->colls & (1u << coll)) || size < 1 ||
-      rank < 0 || rank >= size || root < 0 || root >= size)
+int baton__schedule_build(baton__sched_t *s, const baton__algo_t *algo, const baton__build_t *b) {
+  s->nsteps = 0;
+  s->overflow = 0;
+  s->algo = algo;
+  s->coll = b->coll;
+  if (!algo || (unsigned)b->coll >= BATON__COLL_COUNT || !(algo->colls & (1u << b->coll)) ||
+      b->size < 1 || b->rank < 0 || b->rank >= b->size || b->root < 0 || b->root >= b->size ||
+      s->cap < algo->max_steps(b->size))
     return -1;
-  algo->build(s, coll, rank, size, count, root, order);
+  baton__build_t with_order = *b;
+  int *identity = NULL;
+  if (!b->order) { /* offline: the ring 0, 1, ..., N-1 */
+    if (!(identity = malloc((size_t)b->size * sizeof *identity)))
+      return -1;
+    for (int i = 0; i < b->size; i++)
+      identity[i] = i;
+    with_order.order = identity;
+  }
+  int rc = b->size == 1 ? 0 : algo->build(s, &with_order);
+  free(identity);
+  if (rc != 0 || s->overflow) {
+    s->nsteps = 0;
+    return -1;
+  }
   return 0;
-}
-
-int baton__schedule_for(baton__sched_t *s, baton__coll_t coll, const baton__algo_t *algo, int rank,
-                        int size, size_t count, int root) {
-  int identity[MAX_OFFLINE_SIZE];
-  if (size > MAX_OFFLINE_SIZE)
-    return -1;
-  for (int i = 0; i < size; i++)
-    identity[i] = i;
-  return baton__schedule_on(s, coll, algo, rank, size, count, root, identity);
 }

@@ -1,63 +1,57 @@
 /*
  * flat.c - the flat algorithm, for small buffers on shared memory.
  *
- * One step: every rank copies its input into its own mailbox in the shared
- * segment and arrives at a rendezvous; once all have arrived, each rank
+ * One round: every rank copies its input into its own mailbox in the
+ * shared segment and waits until all have (mailbox-put); then each rank
  * reads what it needs straight out of the others' mailboxes. Allreduce and
- * reduce-scatter combine the mailboxes in rank order, so every rank computes
- * the same bits; allgather just copies; broadcast fills only the root's
- * mailbox.
+ * reduce-scatter combine every rank's mailbox in rank order
+ * (mailbox-reduce), so every rank computes the same bits; allgather copies
+ * each other rank's block (mailbox-copy) and its own from its input;
+ * broadcast reads only the root's mailbox.
  *
  * Each rank reads N times the data instead of the ring's 2(N-1)/N, but pays
  * one synchronisation instead of 2(N-1) hand-offs. For a few kilobytes the
  * hand-offs dominate, all the more when ranks outnumber cores and every
  * hand-off may wait for the scheduler.
  */
-#include <string.h>
+#include "algo.h"
 
-#include "comm.h"
-
-int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count, size_t elsize) {
-  if (!comm->shm || !comm->one_host || count == 0)
-    return 0;
-  size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
-  return in_count * elsize <= baton__shm_mailbox_bytes(comm->shm);
+static baton__step_t *add(baton__sched_t *s, baton__step_kind_t kind, int chunk, int n) {
+  baton__step_t *st = baton__step_push(s, kind, BATON__PHASE_FLAT, 0);
+  st->chunk = chunk;
+  st->n = (uint16_t)n;
+  return st;
 }
 
-/* dst = op over ranks of the mailboxes' elements [first, first + n). */
-static void reduce_mailboxes(baton_comm_t *comm, uint32_t call, void *dst, size_t first, size_t n,
-                             const baton__exec_args_t *a) {
-  baton__reduce_fn reduce = baton__reduce_get(a->dtype, a->op);
-  size_t off = first * a->elsize;
-  const char *m0 = (const char *)baton__shm_mailbox(comm->shm, 0, call) + off;
-  const char *m1 = (const char *)baton__shm_mailbox(comm->shm, 1, call) + off;
-  reduce(dst, m0, m1, n);
-  for (int q = 2; q < comm->size; q++)
-    reduce(dst, dst, (const char *)baton__shm_mailbox(comm->shm, q, call) + off, n);
-  if (a->op == BATON_AVG)
-    baton__reduce_div(dst, n, a->dtype, comm->size);
-}
+int baton__flat_max_steps(int size) { return size + 1; }
 
-int baton__flat_run(baton_comm_t *comm, baton__coll_t coll, size_t count,
-                    const baton__exec_args_t *a) {
-  uint32_t call = ++comm->shm_calls;
-  size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
-  if (coll != BATON__COLL_BROADCAST || comm->rank == a->root)
-    memcpy(baton__shm_mailbox(comm->shm, comm->rank, call), a->in, in_count * a->elsize);
-  char why[BATON__ERRLEN];
-  int rc = baton__shm_arrive(comm->shm, call, &comm->sig, comm->params.timeout_s, why, sizeof why);
-  if (rc)
-    return baton__fail(comm, rc, "%s #%llu (flat): %s", baton__coll_name(coll),
-                       (unsigned long long)comm->seq, why);
-  if (coll == BATON__COLL_ALLREDUCE)
-    reduce_mailboxes(comm, call, a->out, 0, count, a);
-  else if (coll == BATON__COLL_REDUCE_SCATTER)
-    reduce_mailboxes(comm, call, a->out, (size_t)comm->rank * count, count, a);
-  else if (coll == BATON__COLL_BROADCAST)
-    memcpy(a->out, baton__shm_mailbox(comm->shm, a->root, call), count * a->elsize);
-  else
-    for (int q = 0; q < comm->size; q++)
-      memcpy(a->out + (size_t)q * count * a->elsize, baton__shm_mailbox(comm->shm, q, call),
-             count * a->elsize);
+int baton__flat_build(baton__sched_t *s, const baton__build_t *b) {
+  int n = b->size, me = b->rank;
+  switch (b->coll) {
+  case BATON__COLL_ALLREDUCE:
+  case BATON__COLL_REDUCE_SCATTER:
+    add(s, BATON__STEP_MAILBOX_PUT, 0, n);
+    add(s, BATON__STEP_MAILBOX_REDUCE, b->coll == BATON__COLL_ALLREDUCE ? 0 : me,
+        b->coll == BATON__COLL_ALLREDUCE ? n : 1)
+        ->finish = 1;
+    break;
+  case BATON__COLL_ALLGATHER:
+    add(s, BATON__STEP_MAILBOX_PUT, me, 1);
+    add(s, BATON__STEP_COPY, me, 1);
+    for (int q = 0; q < n; q++)
+      if (q != me)
+        add(s, BATON__STEP_MAILBOX_COPY, q, 1)->recv_peer = q;
+    break;
+  case BATON__COLL_BROADCAST:
+    /* Every rank arrives; only the root has something to put. */
+    add(s, BATON__STEP_MAILBOX_PUT, b->root, me == b->root);
+    if (me == b->root)
+      add(s, BATON__STEP_COPY, b->root, 1);
+    else
+      add(s, BATON__STEP_MAILBOX_COPY, b->root, 1)->recv_peer = b->root;
+    break;
+  default:
+    return -1;
+  }
   return 0;
 }

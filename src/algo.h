@@ -1,0 +1,75 @@
+/*
+ * algo.h - the table of algorithms (algo.c): the one place the executor,
+ * the selection, the tracer, baton-viz, baton-model and the tests learn
+ * what algorithms exist, what each serves and how it builds its schedule.
+ * A new algorithm is one file in src/coll/ plus one row of the table.
+ */
+#ifndef BATON_ALGO_H
+#define BATON_ALGO_H
+
+#include "schedule.h"
+
+/* What sets an algorithm apart, for the selection and the executor
+ * (baton__algo_t.traits), so that neither tests names. */
+enum {
+  /* It runs over the ring's channels, with their cost and segment; the
+   * others use the pair channels (or TCP) between any two ranks. */
+  BATON__ALGO_RING_LINKS = 1u << 0,
+  /* Its steps are the host's mailbox rendezvous (flat.c): every rank on
+   * one host, the input within the mailbox (BATON_FLAT_BYTES). */
+  BATON__ALGO_MAILBOX = 1u << 1,
+  /* It folds each host into one leader (hier.c): it needs several hosts
+   * and more than one rank on some host, and it pays a fold and an unfold
+   * inside each host on top of its formula. */
+  BATON__ALGO_HOST_LEADERS = 1u << 2,
+};
+
+typedef struct baton__algo {
+  const char *name;
+  const char *summary;    /* one line, for BATON_ALGO's help and the docs */
+  unsigned colls;         /* bit (1u << coll) for each collective it serves */
+  unsigned scratch_colls; /* those for which a rank may hold the whole message in
+                             scratch memory (rhd's reduce-scatter, a tree's inner
+                             ranks under a rooted collective) */
+  unsigned traits;        /* BATON__ALGO_* */
+  const char *layout;     /* how to draw the ranks: "ring" or "tree" */
+  int (*max_steps)(int size);
+  /* Fills s (s->cap >= max_steps(size)) for one rank of the call b
+   * describes; 0, or -1 when it cannot (s is then void). */
+  int (*build)(baton__sched_t *s, const baton__build_t *b);
+} baton__algo_t;
+
+/* The most steps any algorithm of the table needs on `size` ranks. */
+int baton__max_steps(int size);
+
+/* The table, *n rows; and the row named `name`, or NULL. */
+const baton__algo_t *baton__algos(int *n);
+const baton__algo_t *baton__algo_find(const char *name);
+/* 1 + the row's index: how a call's signature names its algorithm. */
+int baton__algo_id(const baton__algo_t *algo);
+
+/* The schedule of `algo` for the call b describes (b->order NULL: the ring
+ * 0, 1, ..., N-1). s->steps must hold algo->max_steps(size) steps (s->cap).
+ * Returns 0, or -1 when algo does not serve the collective, the arguments
+ * are out of range or the builder refuses. */
+int baton__schedule_build(baton__sched_t *s, const baton__algo_t *algo, const baton__build_t *b);
+
+/* The builders, one per file of src/coll/, and their step counts. */
+int baton__ring_build(baton__sched_t *s, const baton__build_t *b); /* ring.c: ring and chain */
+int baton__ring_max_steps(int size);
+int baton__flat_build(baton__sched_t *s, const baton__build_t *b); /* flat.c */
+int baton__flat_max_steps(int size);
+int baton__pairwise_build(baton__sched_t *s, const baton__build_t *b);
+int baton__pairwise_max_steps(int size);
+int baton__tree_build(baton__sched_t *s, const baton__build_t *b);
+int baton__tree_max_steps(int size);
+int baton__naive_build(baton__sched_t *s, const baton__build_t *b);
+int baton__naive_max_steps(int size);
+int baton__hier_build(baton__sched_t *s, const baton__build_t *b);
+int baton__hier_max_steps(int size);
+int baton__rhd_build(baton__sched_t *s, const baton__build_t *b);
+int baton__rhd_max_steps(int size);
+int baton__rd_build(baton__sched_t *s, const baton__build_t *b);
+int baton__rd_max_steps(int size);
+
+#endif /* BATON_ALGO_H */
