@@ -22,9 +22,11 @@
 #define NAIVE_COLLS (RING_COLLS | BIT(GATHER) | BIT(SCATTER))
 
 #define ALGO(name_, summary_, colls_, traits_, scratch_, layout_, prefix_)                         \
-  {.name = name_, .summary = summary_, .colls = colls_, .traits = traits_,                         \
-   .scratch_colls = scratch_, .layout = layout_, .max_steps = baton__##prefix_##_max_steps,        \
-   .build = baton__##prefix_##_build}
+  {                                                                                                \
+    .name = name_, .summary = summary_, .colls = colls_, .traits = traits_,                        \
+    .scratch_colls = scratch_, .layout = layout_, .max_steps = baton__##prefix_##_max_steps,       \
+    .build = baton__##prefix_##_build                                                              \
+  }
 
 static const baton__algo_t algos[] = {
     ALGO("ring", "pipelined ring (chain for broadcast and reduce): bandwidth-optimal, 2(N-1) steps",
@@ -40,8 +42,8 @@ static const baton__algo_t algos[] = {
          BIT(ALLREDUCE), BATON__ALGO_HOST_LEADERS, 0, "ring", hier),
     ALGO("rhd", "recursive halving-doubling: 2 log2(N) steps, the ring's bytes", RHD_COLLS, 0,
          BIT(REDUCE_SCATTER) | BIT(REDUCE_SCATTERV), "ring", rhd),
-    ALGO("rd", "recursive doubling: log2(N) steps of the whole message, small messages",
-         RD_COLLS, 0, 0, "ring", rd),
+    ALGO("rd", "recursive doubling: log2(N) steps of the whole message, small messages", RD_COLLS,
+         0, 0, "ring", rd),
 };
 
 const baton__algo_t *baton__algos(int *n) {

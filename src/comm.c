@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "call.h"
 #include "comm.h"
 #include "store.h"
 
@@ -275,19 +276,12 @@ static int read_identity(baton_comm_t *c, const given_t *given, char *host, size
 static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
   size_t n = (size_t)c->size;
   c->order = calloc(n, sizeof *c->order);
-  c->sched.steps = calloc((size_t)baton__max_steps(n), sizeof *c->sched.steps);
-  c->in_off = calloc(n, sizeof(size_t));
-  c->out_off = calloc(n, sizeof(size_t));
-  c->len = calloc(n, sizeof(size_t));
-  c->work_off = calloc(n, sizeof(size_t));
   c->host = calloc(n, sizeof *c->host);
   c->hosts = calloc(n, sizeof *c->hosts);
   c->group = calloc(n, sizeof *c->group);
   c->to = calloc(n, sizeof *c->to);
   c->from = calloc(n, sizeof *c->from);
-  c->scratch = calloc(2 * n, 1);
-  if (!c->order || !c->sched.steps || !c->in_off || !c->out_off || !c->len || !c->work_off ||
-      !c->host || !c->hosts || !c->group || !c->to || !c->from || !c->scratch) {
+  if (!c->order || !c->host || !c->hosts || !c->group || !c->to || !c->from) {
     snprintf(err, errlen, "out of memory for the tables of %d ranks", c->size);
     return BATON_ENOMEM;
   }
@@ -303,20 +297,13 @@ static void free_comm(baton_comm_t *c) {
     baton__store_close(c->store);
   if (c->server)
     baton__store_stop(c->server);
+  baton__calls_free(c);
   free(c->order);
-  free(c->sched.steps);
-  free(c->in_off);
-  free(c->out_off);
-  free(c->len);
-  free(c->work_off);
   free(c->host);
-  if (c->work)
-    munmap(c->work, c->work_bytes);
   free(c->hosts);
   free(c->group);
   free(c->to);
   free(c->from);
-  free(c->scratch);
   free(c);
 }
 
@@ -336,7 +323,6 @@ static void choose_ring(baton_comm_t *c) {
       }
     c->nhosts += any;
   }
-  c->sched.host = c->host;
 }
 
 static int share_id(baton_comm_t *c, char *err, size_t errlen) {
@@ -447,11 +433,8 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
  * at once must not stop the store (rank 0) or close connections while a
  * slower rank still sets up. Collective number 0 is this barrier. */
 static int init_barrier(baton_comm_t *c, char *err, size_t errlen) {
-  c->sig = (baton__sig_t){.seq = 0, .root = -1, .coll = BATON__COLL_BARRIER};
-  int rc = c->one_host && c->shm ? baton__shm_arrive(c->shm, ++c->shm_calls, &c->sig,
-                                                     c->params.timeout_s, err, errlen)
-                                 : baton__ring_barrier(c);
-  if (rc && !c->one_host)
+  int rc = baton__init_barrier(c);
+  if (rc)
     snprintf(err, errlen, "the end-of-init barrier failed: %.440s", c->last_error);
   return rc;
 }
@@ -630,9 +613,13 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
       (rc = alloc_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
       (rc = share_id(c, err, errlen)) != 0)
     goto fail;
-  if (c->params.trace[0] && (rc = baton__trace_open(&c->trace, c->params.trace, c->rank, c->size,
-                                                    2 * c->size, err, errlen)) != 0)
+  if (c->params.trace[0] &&
+      (rc = baton__trace_open(&c->trace, c->params.trace, c->rank, c->size, err, errlen)) != 0)
     goto fail;
+  if ((rc = baton__calls_init(c)) != 0) {
+    snprintf(err, errlen, "out of memory for the call objects of %d ranks", c->size);
+    goto fail;
+  }
   choose_ring(c);
   c->watch = (baton__watch_t){comm_check, c};
   if (c->size > 1 && (rc = connect_ring(c, host, err, errlen)) != 0)

@@ -3,7 +3,7 @@
 #define BATON_COMM_H
 
 #include "internal.h"
-#include "schedule.h"
+#include "algo.h"
 #include "trace.h"
 #include "transport/shm.h"
 #include "transport/tcp.h"
@@ -22,25 +22,24 @@ struct baton_comm {
   baton__tcp_t *tcp;          /* NULL when every neighbour is local */
   baton__conn_t **to, **from; /* per peer rank, NULL when not connected */
   size_t slot_bytes;          /* segment size: the smallest slot of any connection */
-  unsigned char *scratch;     /* 2 * size bytes for the barrier */
   int *order;                 /* the ring: ranks in ring order */
   int *host;                  /* per rank: its host's index along the ring */
   int nhosts;
-  baton__sched_t sched;                           /* reused by every collective */
   const baton__algo_t *forced[BATON__COLL_COUNT]; /* BATON_ALGO, NULL: choose */
   struct baton__select_state *select;             /* link costs and cached decisions (select.c) */
-  size_t *in_off, *out_off, *len;                 /* per-chunk layout, reused */
-  size_t *work_off; /* per chunk: where in `work` it lives without an output */
-  char *work;       /* scratch memory, grown on demand (baton__work_reserve) */
-  size_t work_bytes;
-  size_t stream_slot_bytes;    /* segment of messages of several chunks (exec.c) */
-  uint64_t seq;                /* collectives started so far */
-  baton__sig_t sig;            /* the current call, as peers must see it */
+  size_t stream_slot_bytes;       /* segment of messages of several chunks (exec.c) */
+  struct baton__call *calls_free; /* the pool of call objects (call.c) */
+  struct baton__call *calls_all;
+  struct baton__call *live_first, *live_last; /* issued, not finished, in issue order */
+  uint64_t seq;                               /* calls issued so far: the last call's number */
+  uint32_t shm_calls;                         /* the host's rendezvous numbers taken so far */
+  /* The signature of the call whose step runs now: what the transports
+   * stamp on what they send and check what they receive against. */
+  baton__sig_t sig;
   baton__watch_t watch;        /* what every wait checks (comm.c) */
   _Atomic int abort_requested; /* baton_comm_abort was called */
   int fatal_rc;                /* the failure that broke this communicator */
   char fatal_msg[BATON__ERRLEN];
-  uint32_t shm_calls;    /* shared-memory rendezvous so far */
   baton__trace_t *trace; /* BATON_TRACE; NULL when unset */
   char last_error[BATON__ERRLEN];
 };
@@ -52,8 +51,8 @@ struct baton_comm {
 int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* A barrier through the ring's connections (a one-byte allgather). */
-int baton__ring_barrier(baton_comm_t *comm);
+/* The end-of-init barrier: collective number 0, before any call (coll.c). */
+int baton__init_barrier(baton_comm_t *comm);
 
 /* Starts a collective: 0, or the code of an earlier failure or abort. */
 int baton__comm_begin(baton_comm_t *comm, const char *name);
@@ -61,28 +60,6 @@ int baton__comm_begin(baton_comm_t *comm, const char *name);
 /* Connections used by the schedule's steps. */
 baton__conn_t *baton__conn_to(baton_comm_t *comm, int peer);
 baton__conn_t *baton__conn_from(baton_comm_t *comm, int peer);
-
-/* What the executor needs besides the schedule. Offsets and lengths are in
- * elements, per chunk; out_off[c] == BATON__NO_OUT when this rank does not
- * keep chunk c. */
-#define BATON__NO_OUT ((size_t)-1)
-typedef struct {
-  const char *in;
-  char *out;
-  size_t elsize;
-  baton_dtype_t dtype;
-  baton_op_t op;
-  int root; /* broadcast */
-} baton__exec_args_t;
-
-int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a);
-
-/* Bytes of scratch the current schedule needs for `elsize`-byte elements:
- * the WORK of the chunks this rank has no output for. */
-size_t baton__sched_work_bytes(const baton_comm_t *comm, size_t elsize);
-/* Makes comm->work hold at least `bytes`, pre-faulted; BATON_ENOMEM when it
- * cannot or when that passes BATON_SCRATCH_BYTES. */
-int baton__work_reserve(baton_comm_t *comm, size_t bytes);
 
 /* BATON_ALGO: fills forced[coll] for each collective it names (NULL for the
  * others); BATON_EUSAGE naming an unknown algorithm or collective. */
@@ -96,10 +73,9 @@ const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_
 int baton__select_init(baton_comm_t *comm, char *err, size_t errlen);
 void baton__select_free(baton_comm_t *comm);
 
-/* The flat algorithm (coll/flat.c): whether it can serve this call, and the
- * call itself. count is the per-rank count of the public call. */
+/* Whether the flat algorithm can serve this call: every rank on one host
+ * and the input within a mailbox. count is the per-rank count of the
+ * public call. */
 int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count, size_t elsize);
-int baton__flat_run(baton_comm_t *comm, baton__coll_t coll, size_t count,
-                    const baton__exec_args_t *a);
 
 #endif /* BATON_COMM_H */

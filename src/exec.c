@@ -1,53 +1,45 @@
 /*
- * exec.c - runs a schedule (schedule.h) over the transports.
+ * exec.c - the executor: runs one call's schedule (schedule.h) over the
+ * transports, one step at a time.
  *
- * The data is processed in rounds: in each round every chunk advances by one
- * `piece` of at most half a channel's worth of segments, and the whole
- * schedule runs on those pieces. A received segment that the next step
- * sends on (`forward`) is reduced or copied straight from the incoming slot
- * into the outgoing one. Holding the incoming slot while waiting for an
- * outgoing one is deadlock-free only while a piece needs fewer segments than
- * a channel has slots; half leaves the pipeline room to flow. A message of
- * several chunks (the logarithmic algorithms) carries one piece of each, so
- * the piece shrinks with the most chunks any step sends: every message of
- * a round still fits in half a channel, and a rank that sends before it
- * receives never waits on a peer that does the same.
+ * The data is processed in rounds: in each round every chunk advances by
+ * one `piece`, and the whole schedule runs on those pieces. A piece is at
+ * most half a channel's worth of segments, divided by N for the algorithms
+ * whose messages carry several chunks (one piece of each), so that every
+ * message of a round fits in half a channel: a rank that sends before it
+ * receives never waits on a peer that does the same, and a recv-*-send
+ * step, which holds the incoming slot while it waits for an outgoing one,
+ * leaves the pipeline room to flow. The mailbox algorithm runs in one
+ * round: a mailbox holds the whole message.
  *
- * Such a message is a stream: the chunks' pieces one after the other, cut
+ * A message is a stream: the pieces of its run one after the other, cut
  * into segments that may straddle chunks; the receiver walks the same
  * pieces as the segments arrive. Pieces that lie next to each other in
  * memory go out as one, so a small message is one segment whatever the
- * number of chunks.
+ * number of chunks. The *_SEND kinds (one chunk) pass each segment on as
+ * it arrives: reduced or copied straight from the incoming slot into the
+ * outgoing one.
+ *
+ * Where bytes land is decided in one place, work_ptr(): the caller's
+ * output where this rank has the chunk in its output, else the call's
+ * scratch.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include "call.h"
 #include "comm.h"
-
-typedef struct {
-  baton_comm_t *comm;
-  const baton__exec_args_t *a;
-  char *scratch; /* WORK of the chunks this rank has no output for */
-  baton__reduce_fn reduce;
-  size_t seg;   /* elements per segment */
-  size_t piece; /* elements per chunk per round */
-  size_t round_start;
-  int stream; /* write the output with non-temporal stores */
-  int ring;   /* the ring's paths: one chunk a message, forwarding */
-  const baton__step_t *step;
-} run_t;
 
 /* Copies into the caller's output. For buffers far larger than the caches,
  * non-temporal stores skip reading each destination line before writing it
  * (a quarter of the memory traffic) and leave the caches to the slots. */
-static void copy_out(const run_t *r, void *dst, const void *src, size_t n) {
+static void copy_out(const baton__call_t *c, void *dst, const void *src, size_t n) {
 #if defined(__SSE2__)
-  if (r->stream) {
+  if (c->x.stream) {
     char *d = dst;
     const char *s = src;
     size_t head = (16 - ((uintptr_t)d & 15)) & 15;
@@ -71,188 +63,133 @@ static void copy_out(const run_t *r, void *dst, const void *src, size_t n) {
   memcpy(dst, src, n);
 }
 
-static size_t piece_len(const run_t *r, int chunk) {
-  size_t len = r->comm->len[chunk];
-  if (len <= r->round_start)
-    return 0;
-  return len - r->round_start < r->piece ? len - r->round_start : r->piece;
+static int chunk_at(const baton__call_t *c, int first, int i) {
+  return (first + i) % c->comm->size;
 }
 
-static int step_fail(run_t *r, int rc, baton__conn_t *c) {
-  const baton__step_t *st = r->step;
-  return baton__fail(r->comm, rc, "%s #%llu (%s, %s step %d): %s",
-                     baton__coll_name(r->comm->sched.coll), (unsigned long long)r->comm->seq,
-                     r->comm->sched.algo, baton__phase_name(st->phase), st->step, c->why);
+/* Elements of chunk's piece in the current round. */
+static size_t piece_len(const baton__call_t *c, int chunk) {
+  size_t len = c->layout.len[chunk], at = c->x.round_start;
+  if (len <= at)
+    return 0;
+  return len - at < c->x.piece ? len - at : c->x.piece;
 }
 
 /* WORK of a chunk (schedule.h): the output, or scratch where there is none. */
-static char *out_ptr(const run_t *r, int chunk, size_t off) {
-  const baton_comm_t *c = r->comm;
-  if (c->out_off[chunk] == BATON__NO_OUT)
-    return r->scratch + (c->work_off[chunk] + r->round_start + off) * r->a->elsize;
-  return r->a->out + (c->out_off[chunk] + r->round_start + off) * r->a->elsize;
+static char *work_ptr(const baton__call_t *c, int chunk, size_t off) {
+  const baton__layout_t *l = &c->layout;
+  size_t at = c->x.round_start + off;
+  if (l->out_off[chunk] == BATON__NO_OUT)
+    return c->work + (l->work_off[chunk] + at) * c->elsize;
+  return c->out + (l->out_off[chunk] + at) * c->elsize;
 }
 
-static const char *in_ptr(const run_t *r, int chunk, size_t off) {
-  return r->a->in + (r->comm->in_off[chunk] + r->round_start + off) * r->a->elsize;
+static const char *in_ptr(const baton__call_t *c, int chunk, size_t off) {
+  return c->in + (c->layout.in_off[chunk] + c->x.round_start + off) * c->elsize;
 }
 
-/* A send that is not fed by the previous step: from this rank's input. */
-static int send_local(run_t *r, const baton__step_t *st) {
-  baton__conn_t *c = baton__conn_to(r->comm, st->send_peer);
-  size_t n = piece_len(r, st->send_chunk), es = r->a->elsize;
-  int keep = st->send_keep, from_in = st->send_from == BATON__FROM_INPUT;
-  for (size_t off = 0; off < n; off += r->seg) {
-    size_t m = n - off < r->seg ? n - off : r->seg;
-    const char *src = from_in ? in_ptr(r, st->send_chunk, off) : out_ptr(r, st->send_chunk, off);
-    char *dst = keep ? out_ptr(r, st->send_chunk, off) : NULL;
-    if (c->ops->send_ref) { /* the input itself goes out, no slot copy */
-      if (dst && dst != src)
-        memcpy(dst, src, m * es);
-      int rc = c->ops->send_ref(c, src, m * es);
-      if (rc)
-        return step_fail(r, rc, c);
+static const char *src_ptr(const baton__call_t *c, const baton__step_t *st, int chunk, size_t off) {
+  return st->src == BATON__FROM_INPUT ? in_ptr(c, chunk, off) : work_ptr(c, chunk, off);
+}
+
+static int fail_at(baton__call_t *c, const baton__step_t *st, int rc, const char *why) {
+  return baton__fail(c->comm, rc, "%s #%llu (%s, %s step %d): %s", c->args.name,
+                     (unsigned long long)c->seq, c->algo->name,
+                     baton__phase_name((baton__phase_t)st->phase), st->step, why);
+}
+
+static int conn_fail(baton__call_t *c, const baton__step_t *st, int rc, baton__conn_t *conn) {
+  return fail_at(c, st, rc, conn->why);
+}
+
+/* ---- Runs of chunks as spans of memory. */
+
+/* Calls fn on the pieces of the run [first, first + n), in INPUT (input)
+ * or WORK, merging pieces that follow each other in memory into one span. */
+typedef int (*span_fn)(baton__call_t *c, const baton__step_t *st, char *p, size_t bytes, void *arg);
+static int for_each_span(baton__call_t *c, const baton__step_t *st, int input, span_fn fn,
+                         void *arg) {
+  char *run = NULL;
+  size_t bytes = 0;
+  for (int i = 0; i < st->n; i++) {
+    int ch = chunk_at(c, st->chunk, i);
+    size_t b = piece_len(c, ch) * c->elsize;
+    if (!b)
+      continue;
+    char *p = input ? (char *)in_ptr(c, ch, 0) : work_ptr(c, ch, 0);
+    if (run && p == run + bytes) {
+      bytes += b;
       continue;
     }
-    void *slot;
-    int rc = c->ops->send_acquire(c, &slot);
-    if (rc)
-      return step_fail(r, rc, c);
-    memcpy(slot, src, m * es);
-    if (keep && out_ptr(r, st->send_chunk, off) != src)
-      copy_out(r, out_ptr(r, st->send_chunk, off), slot, m * es);
-    c->ops->send_commit(c, m * es);
-  }
-  return 0;
-}
-
-static int recv_segment(run_t *r, const baton__step_t *st, baton__conn_t *in, baton__conn_t *fwd,
-                        size_t off, size_t m) {
-  const void *slot;
-  size_t bytes, es = r->a->elsize;
-  int rc = in->ops->recv_acquire(in, &slot, &bytes);
-  if (rc)
-    return step_fail(r, rc, in);
-  if (bytes != m * es) {
-    snprintf(in->why, sizeof in->why,
-             "rank %d sent %zu bytes where %zu were expected: do all "
-             "ranks call this collective with the same count and dtype?",
-             in->peer, bytes, m * es);
-    return step_fail(r, BATON_EPROTO, in);
-  }
-  /* A segment that is both kept and forwarded is written once, into the
-   * output, when the next transport can send from the caller's memory
-   * (TCP): that saves copying it through a slot. */
-  int by_ref = fwd && st->keep && fwd->ops->send_ref;
-  void *dst = NULL;
-  if (fwd && !by_ref && (rc = fwd->ops->send_acquire(fwd, &dst)) != 0)
-    return step_fail(r, rc, fwd);
-  if (!fwd || by_ref)
-    dst = out_ptr(r, st->recv_chunk, off);
-  if (st->recv_op == BATON__RECV_REDUCE)
-    r->reduce(dst, slot,
-              st->recv_with == BATON__FROM_INPUT ? in_ptr(r, st->recv_chunk, off)
-                                                 : out_ptr(r, st->recv_chunk, off),
-              m);
-  else if (fwd)
-    memcpy(dst, slot, m * es);
-  else
-    copy_out(r, dst, slot, m * es);
-  if (r->a->op == BATON_AVG && st->finish)
-    baton__reduce_div(dst, m, r->a->dtype, r->comm->size);
-  if (by_ref && (rc = fwd->ops->send_ref(fwd, dst, m * es)) != 0)
-    return step_fail(r, rc, fwd);
-  if (fwd && !by_ref) {
-    fwd->ops->send_commit(fwd, m * es);
-    if (st->keep)
-      copy_out(r, out_ptr(r, st->recv_chunk, off), dst, m * es);
-  }
-  in->ops->recv_release(in);
-  return 0;
-}
-
-static int recv_step(run_t *r, const baton__step_t *st, const baton__step_t *next) {
-  baton__conn_t *in = baton__conn_from(r->comm, st->recv_peer);
-  baton__conn_t *fwd = st->forward ? baton__conn_to(r->comm, next->send_peer) : NULL;
-  size_t n = piece_len(r, st->recv_chunk);
-  for (size_t off = 0; off < n; off += r->seg) {
-    size_t m = n - off < r->seg ? n - off : r->seg;
-    int rc = recv_segment(r, st, in, fwd, off, m);
+    int rc = run ? fn(c, st, run, bytes, arg) : 0;
     if (rc)
       return rc;
+    run = p, bytes = b;
+  }
+  return run ? fn(c, st, run, bytes, arg) : 0;
+}
+
+/* ---- SEND: the run's pieces as one stream. */
+
+typedef struct {
+  baton__conn_t *conn;
+  void *slot;
+  size_t filled;
+} sender_t;
+
+static int send_span(baton__call_t *c, const baton__step_t *st, char *run, size_t bytes,
+                     void *arg) {
+  sender_t *s = arg;
+  baton__conn_t *conn = s->conn;
+  size_t segb = c->x.seg * c->elsize;
+  for (size_t off = 0; off < bytes;) {
+    int rc;
+    if (conn->ops->send_ref) { /* the memory itself goes out, no slot copy */
+      size_t m = bytes - off < segb ? bytes - off : segb;
+      if ((rc = conn->ops->send_ref(conn, run + off, m)) != 0)
+        return conn_fail(c, st, rc, conn);
+      off += m;
+      continue;
+    }
+    if (!s->slot && (rc = conn->ops->send_acquire(conn, &s->slot)) != 0)
+      return conn_fail(c, st, rc, conn);
+    size_t m = bytes - off < segb - s->filled ? bytes - off : segb - s->filled;
+    memcpy((char *)s->slot + s->filled, run + off, m);
+    s->filled += m, off += m;
+    if (s->filled == segb) {
+      conn->ops->send_commit(conn, s->filled);
+      s->slot = NULL, s->filled = 0;
+    }
   }
   return 0;
 }
 
-/* ---- Messages of several chunks (the stream described at the top). */
-
-static int chunk_at(const run_t *r, int first, int i) { return (first + i) % r->comm->size; }
-
-/* Copies the pieces of chunks [first, first + n) from INPUT to WORK. */
-static void keep_local(run_t *r, int first, int n) {
-  for (int i = 0; i < n; i++) {
-    int c = chunk_at(r, first, i);
-    size_t len = piece_len(r, c);
-    const char *src = in_ptr(r, c, 0);
-    char *dst = out_ptr(r, c, 0);
-    if (len && dst != src)
-      copy_out(r, dst, src, len * r->a->elsize);
-  }
+static int send_run(baton__call_t *c, const baton__step_t *st) {
+  sender_t s = {.conn = baton__conn_to(c->comm, st->send_peer)};
+  int rc = for_each_span(c, st, st->src == BATON__FROM_INPUT, send_span, &s);
+  if (rc == 0 && s.slot)
+    s.conn->ops->send_commit(s.conn, s.filled);
+  return rc;
 }
 
-/* Sends the pieces of the step's chunks as one stream. Neighbouring
- * pieces that touch in memory are sent as one run. */
-static int send_stream(run_t *r, const baton__step_t *st) {
-  baton__conn_t *c = baton__conn_to(r->comm, st->send_peer);
-  size_t es = r->a->elsize, segb = r->seg * es;
-  void *slot = NULL;
-  size_t filled = 0;
-  if (st->send_keep && st->send_from == BATON__FROM_INPUT)
-    keep_local(r, st->send_chunk, st->send_n);
-  for (int i = 0; i < st->send_n;) {
-    int ch = chunk_at(r, st->send_chunk, i);
-    const char *run = st->send_from == BATON__FROM_INPUT ? in_ptr(r, ch, 0) : out_ptr(r, ch, 0);
-    size_t bytes = piece_len(r, ch) * es;
-    for (i++; i < st->send_n; i++) { /* grow the run while the next piece follows on */
-      int nx = chunk_at(r, st->send_chunk, i);
-      const char *p = st->send_from == BATON__FROM_INPUT ? in_ptr(r, nx, 0) : out_ptr(r, nx, 0);
-      size_t b = piece_len(r, nx) * es;
-      if (b && p != run + bytes)
-        break;
-      bytes += b;
-    }
-    for (size_t off = 0; off < bytes;) {
-      int rc;
-      if (c->ops->send_ref) {
-        size_t m = bytes - off < segb ? bytes - off : segb;
-        if ((rc = c->ops->send_ref(c, run + off, m)) != 0)
-          return step_fail(r, rc, c);
-        off += m;
-        continue;
-      }
-      if (!slot && (rc = c->ops->send_acquire(c, &slot)) != 0)
-        return step_fail(r, rc, c);
-      size_t m = bytes - off < segb - filled ? bytes - off : segb - filled;
-      memcpy((char *)slot + filled, run + off, m);
-      filled += m, off += m;
-      if (filled == segb) {
-        c->ops->send_commit(c, filled);
-        slot = NULL, filled = 0;
-      }
-    }
-  }
-  if (slot)
-    c->ops->send_commit(c, filled);
-  return 0;
+/* ---- RECV_COPY, RECV_REDUCE: the stream walked piece by piece. */
+
+static void land(baton__call_t *c, const baton__step_t *st, int chunk, size_t at, char *dst,
+                 const char *msg, size_t bytes) {
+  size_t es = c->elsize;
+  if (baton__step_does(st->kind) & BATON__DOES_REDUCE)
+    c->x.reduce(dst, msg, src_ptr(c, st, chunk, at / es), bytes / es);
+  else
+    copy_out(c, dst, msg, bytes);
+  if (st->finish && c->args.op == BATON_AVG)
+    baton__reduce_div(dst, bytes / es, c->args.dtype, c->comm->size);
 }
 
-/* Receives the step's chunks as one stream and copies or combines each
- * segment into the pieces it covers. */
-static int recv_stream(run_t *r, const baton__step_t *st) {
-  baton__conn_t *in = baton__conn_from(r->comm, st->recv_peer);
-  size_t es = r->a->elsize, total = 0;
-  for (int i = 0; i < st->recv_n; i++)
-    total += piece_len(r, chunk_at(r, st->recv_chunk, i)) * es;
+static int recv_run(baton__call_t *c, const baton__step_t *st) {
+  baton__conn_t *in = baton__conn_from(c->comm, st->recv_peer);
+  size_t es = c->elsize, total = 0;
+  for (int i = 0; i < st->n; i++)
+    total += piece_len(c, chunk_at(c, st->chunk, i)) * es;
   int i = 0;
   size_t at = 0; /* bytes of chunk i's piece done */
   for (size_t got = 0; got < total;) {
@@ -260,31 +197,23 @@ static int recv_stream(run_t *r, const baton__step_t *st) {
     size_t bytes;
     int rc = in->ops->recv_acquire(in, &slot, &bytes);
     if (rc)
-      return step_fail(r, rc, in);
+      return conn_fail(c, st, rc, in);
     if (bytes == 0 || bytes > total - got || bytes % es) {
       snprintf(in->why, sizeof in->why,
-               "rank %d sent a segment of %zu bytes where at most %zu "
-               "were left: do all ranks call this collective with the same arguments?",
+               "rank %d sent a segment of %zu bytes where at most %zu were left: do all ranks "
+               "call this collective with the same arguments?",
                in->peer, bytes, total - got);
-      return step_fail(r, BATON_EPROTO, in);
+      return conn_fail(c, st, BATON_EPROTO, in);
     }
     for (size_t used = 0; used < bytes;) {
-      int ch = chunk_at(r, st->recv_chunk, i);
-      size_t len = piece_len(r, ch) * es;
+      int ch = chunk_at(c, st->chunk, i);
+      size_t len = piece_len(c, ch) * es;
       if (at == len) {
         i++, at = 0;
         continue;
       }
       size_t m = len - at < bytes - used ? len - at : bytes - used;
-      char *dst = out_ptr(r, ch, at / es);
-      const char *src = (const char *)slot + used;
-      if (st->recv_op == BATON__RECV_REDUCE)
-        r->reduce(dst, src, st->recv_with == BATON__FROM_INPUT ? in_ptr(r, ch, at / es) : dst,
-                  m / es);
-      else
-        copy_out(r, dst, src, m);
-      if (r->a->op == BATON_AVG && st->finish)
-        baton__reduce_div(dst, m / es, r->a->dtype, r->comm->size);
+      land(c, st, ch, at, work_ptr(c, ch, at / es), (const char *)slot + used, m);
       used += m, at += m;
     }
     got += bytes;
@@ -293,14 +222,137 @@ static int recv_stream(run_t *r, const baton__step_t *st) {
   return 0;
 }
 
-/* The bytes [*lo, *hi) that the current pieces of chunks [first, first + n)
- * span, in INPUT or WORK; empty (lo == hi) when they hold nothing. */
-static void run_span(const run_t *r, int first, int n, int input, uintptr_t *lo, uintptr_t *hi) {
+/* ---- RECV_*_SEND: one chunk, each segment passed on as it arrives. */
+
+static int forward_segment(baton__call_t *c, const baton__step_t *st, baton__conn_t *in,
+                           baton__conn_t *out, size_t off, size_t m) {
+  const void *slot;
+  size_t bytes, es = c->elsize;
+  unsigned does = baton__step_does(st->kind);
+  int lands = (does & BATON__DOES_LAND) != 0, rc = in->ops->recv_acquire(in, &slot, &bytes);
+  if (rc)
+    return conn_fail(c, st, rc, in);
+  if (bytes != m * es) {
+    snprintf(in->why, sizeof in->why,
+             "rank %d sent %zu bytes where %zu were expected: do all ranks call this "
+             "collective with the same count and dtype?",
+             in->peer, bytes, m * es);
+    return conn_fail(c, st, BATON_EPROTO, in);
+  }
+  /* A segment that both lands and goes on is written once, into WORK, when
+   * the next transport sends from the caller's memory (TCP). */
+  int by_ref = lands && out->ops->send_ref;
+  void *dst = NULL;
+  if (by_ref)
+    dst = work_ptr(c, st->chunk, off);
+  else if ((rc = out->ops->send_acquire(out, &dst)) != 0)
+    return conn_fail(c, st, rc, out);
+  if (does & BATON__DOES_REDUCE)
+    c->x.reduce(dst, slot, src_ptr(c, st, st->chunk, off), m);
+  else
+    memcpy(dst, slot, m * es);
+  if (st->finish && c->args.op == BATON_AVG)
+    baton__reduce_div(dst, m, c->args.dtype, c->comm->size);
+  if (by_ref && (rc = out->ops->send_ref(out, dst, m * es)) != 0)
+    return conn_fail(c, st, rc, out);
+  if (!by_ref) {
+    out->ops->send_commit(out, m * es);
+    if (lands)
+      copy_out(c, work_ptr(c, st->chunk, off), dst, m * es);
+  }
+  in->ops->recv_release(in);
+  return 0;
+}
+
+static int recv_forward(baton__call_t *c, const baton__step_t *st) {
+  baton__conn_t *in = baton__conn_from(c->comm, st->recv_peer);
+  baton__conn_t *out = baton__conn_to(c->comm, st->send_peer);
+  size_t n = piece_len(c, st->chunk), seg = c->x.seg;
+  for (size_t off = 0; off < n; off += seg) {
+    int rc = forward_segment(c, st, in, out, off, n - off < seg ? n - off : seg);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/* ---- COPY: INPUT to WORK, where they differ. */
+
+static void copy_run(baton__call_t *c, const baton__step_t *st) {
+  for (int i = 0; i < st->n; i++) {
+    int ch = chunk_at(c, st->chunk, i);
+    size_t len = piece_len(c, ch);
+    const char *src = in_ptr(c, ch, 0);
+    char *dst = work_ptr(c, ch, 0);
+    if (len && dst != src)
+      copy_out(c, dst, src, len * c->elsize);
+  }
+}
+
+/* ---- The mailboxes (one round: offsets are the chunks' whole lengths). */
+
+int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count, size_t elsize) {
+  if (!comm->shm || !comm->one_host || count == 0)
+    return 0;
+  size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
+  return in_count * elsize <= baton__shm_mailbox_bytes(comm->shm);
+}
+
+static char *box_ptr(const baton__call_t *c, int rank, int chunk) {
+  char *box = baton__shm_mailbox(c->comm->shm, rank, c->rendezvous);
+  return box + c->layout.box_off[chunk] * c->elsize;
+}
+
+static int mailbox_put(baton__call_t *c, const baton__step_t *st) {
+  size_t room = baton__shm_mailbox_bytes(c->comm->shm);
+  for (int i = 0; i < st->n; i++) {
+    int ch = chunk_at(c, st->chunk, i);
+    size_t len = c->layout.len[ch] * c->elsize;
+    if (!len)
+      continue;
+    if ((c->layout.box_off[ch] * c->elsize + len) > room)
+      return fail_at(c, st, BATON_EUSAGE, "the message does not fit in a mailbox");
+    memcpy(box_ptr(c, c->comm->rank, ch), in_ptr(c, ch, 0), len);
+  }
+  char why[BATON__ERRLEN];
+  int rc = baton__shm_arrive(c->comm->shm, c->rendezvous, &c->sig, c->comm->params.timeout_s, why,
+                             sizeof why);
+  return rc ? fail_at(c, st, rc, why) : 0;
+}
+
+/* WORK = the run of rank `from`'s mailbox, or (from < 0) every rank's
+ * combined in rank order, so that all ranks compute the same bits. */
+static void mailbox_read(baton__call_t *c, const baton__step_t *st) {
+  int size = c->comm->size;
+  for (int i = 0; i < st->n; i++) {
+    int ch = chunk_at(c, st->chunk, i);
+    size_t len = c->layout.len[ch];
+    char *dst = work_ptr(c, ch, 0);
+    if (!len)
+      continue;
+    if (st->kind == BATON__STEP_MAILBOX_COPY) {
+      memcpy(dst, box_ptr(c, st->recv_peer, ch), len * c->elsize);
+      continue;
+    }
+    c->x.reduce(dst, box_ptr(c, 0, ch), box_ptr(c, 1, ch), len);
+    for (int q = 2; q < size; q++)
+      c->x.reduce(dst, dst, box_ptr(c, q, ch), len);
+    if (st->finish && c->args.op == BATON_AVG)
+      baton__reduce_div(dst, len, c->args.dtype, size);
+  }
+}
+
+/* ---- One step. */
+
+/* The bytes [*lo, *hi) that the current pieces of a step's run span, in
+ * INPUT or WORK; empty (lo == hi) when they hold nothing. */
+static void run_span(const baton__call_t *c, const baton__step_t *st, int input, uintptr_t *lo,
+                     uintptr_t *hi) {
   *lo = UINTPTR_MAX, *hi = 0;
-  for (int i = 0; i < n; i++) {
-    int c = chunk_at(r, first, i);
-    size_t len = piece_len(r, c) * r->a->elsize;
-    uintptr_t p = (uintptr_t)(input ? in_ptr(r, c, 0) : out_ptr(r, c, 0));
+  for (int i = 0; i < st->n; i++) {
+    int ch = chunk_at(c, st->chunk, i);
+    size_t len = piece_len(c, ch) * c->elsize;
+    uintptr_t p = (uintptr_t)(input ? in_ptr(c, ch, 0) : work_ptr(c, ch, 0));
     if (len && p < *lo)
       *lo = p;
     if (len && p + len > *hi)
@@ -310,148 +362,181 @@ static void run_span(const run_t *r, int first, int n, int input, uintptr_t *lo,
     *lo = 0;
 }
 
-/* A step that receives into the memory it has just sent from (recursive
- * doubling's allreduce: both partners exchange the whole buffer) must not
- * write it while a transport that sends from the caller's memory (TCP
- * send_ref) may still be reading it: it waits for the send to leave first.
- * The message fits in half the peer's slots, so the wait cannot deadlock. */
-static int flush_overlap(run_t *r, const baton__step_t *st) {
-  baton__conn_t *c = baton__conn_to(r->comm, st->send_peer);
-  if (!c->ops->send_ref || !c->ops->flush)
+/* A receive that lands where the SEND just before it took its bytes
+ * (recursive doubling's allreduce: both partners exchange the whole
+ * buffer) must not write them while a transport that sends from the
+ * caller's memory (TCP send_ref) may still be reading: it waits for the
+ * send to leave first. The message fits in half the peer's slots, so the
+ * wait cannot deadlock. */
+static int flush_overlap(baton__call_t *c, const baton__step_t *sent, const baton__step_t *st) {
+  baton__conn_t *conn = baton__conn_to(c->comm, sent->send_peer);
+  if (!conn->ops->send_ref || !conn->ops->flush)
     return 0;
   uintptr_t slo, shi, rlo, rhi;
-  run_span(r, st->send_chunk, st->send_n, st->send_from == BATON__FROM_INPUT, &slo, &shi);
-  run_span(r, st->recv_chunk, st->recv_n, 0, &rlo, &rhi);
-  int rc = slo < rhi && rlo < shi ? c->ops->flush(c) : 0;
-  return rc ? step_fail(r, rc, c) : 0;
+  run_span(c, sent, sent->src == BATON__FROM_INPUT, &slo, &shi);
+  run_span(c, st, 0, &rlo, &rhi);
+  int rc = slo < rhi && rlo < shi ? conn->ops->flush(conn) : 0;
+  return rc ? conn_fail(c, st, rc, conn) : 0;
 }
 
-static int run_round(run_t *r) {
-  const baton__sched_t *s = &r->comm->sched;
-  for (int i = 0; i < s->nsteps; i++) {
-    const baton__step_t *st = &s->steps[i];
-    r->step = st;
-    if (r->comm->trace)
-      baton__trace_step_begin(r->comm->trace, i);
-    int fed = i > 0 && s->steps[i - 1].forward;
-    int rc = 0;
-    if (st->send_peer < 0 && st->send_keep)
-      keep_local(r, st->send_chunk, st->send_n);
-    else if (st->send_peer >= 0 && !fed)
-      rc = r->ring ? send_local(r, st) : send_stream(r, st);
-    if (rc == 0 && !r->ring && st->send_peer >= 0 && st->recv_peer >= 0)
-      rc = flush_overlap(r, st);
-    if (rc == 0 && st->recv_peer >= 0)
-      rc = r->ring ? recv_step(r, st, i + 1 < s->nsteps ? &s->steps[i + 1] : NULL)
-                   : recv_stream(r, st);
+static int run_step(baton__call_t *c, int i) {
+  const baton__step_t *st = &c->sched.steps[i];
+  unsigned does = baton__step_does(st->kind);
+  if (i > 0 && (does & BATON__DOES_RECV) && (does & BATON__DOES_LAND) &&
+      c->sched.steps[i - 1].kind == BATON__STEP_SEND) {
+    int rc = flush_overlap(c, &c->sched.steps[i - 1], st);
     if (rc)
       return rc;
-    if (r->comm->trace)
-      baton__trace_step_end(r->comm->trace, i);
   }
-  return 0;
+  switch (st->kind) {
+  case BATON__STEP_SEND:
+    return send_run(c, st);
+  case BATON__STEP_RECV_COPY:
+  case BATON__STEP_RECV_REDUCE:
+    return recv_run(c, st);
+  case BATON__STEP_RECV_REDUCE_SEND:
+  case BATON__STEP_RECV_REDUCE_COPY_SEND:
+  case BATON__STEP_RECV_COPY_SEND:
+    return recv_forward(c, st);
+  case BATON__STEP_COPY:
+    copy_run(c, st);
+    return 0;
+  case BATON__STEP_MAILBOX_PUT:
+    return mailbox_put(c, st);
+  case BATON__STEP_MAILBOX_COPY:
+  case BATON__STEP_MAILBOX_REDUCE:
+    mailbox_read(c, st);
+    return 0;
+  default:
+    return fail_at(c, st, BATON_EINTERNAL, "a step of unknown kind");
+  }
 }
 
-int baton__exec(baton_comm_t *comm, const baton__exec_args_t *a) {
-  run_t r = {
-      .comm = comm, .a = a, .scratch = comm->work, .reduce = baton__reduce_get(a->dtype, a->op)};
-  int window = comm->params.shm_slots / 2; /* segments a message may hold */
-  r.ring = strcmp(comm->sched.algo, "ring") == 0;
-  if (r.ring) {
-    /* One segment size for every connection: a received segment may be
-     * forwarded on another transport. */
-    r.seg = comm->slot_bytes / a->elsize;
-    r.piece = r.seg * (size_t)window;
-  } else {
-    /* Segments small enough for every connection; a message of up to N
-     * chunks fits in half a channel. The same on every rank, as the pieces
-     * must be. */
-    r.seg = comm->stream_slot_bytes / a->elsize;
-    r.piece = r.seg * (size_t)window / (size_t)comm->size;
-    r.piece = r.piece ? r.piece : 1;
-  }
-  size_t maxlen = 0;
-  for (int c = 0; c < comm->size; c++)
-    maxlen = comm->len[c] > maxlen ? comm->len[c] : maxlen;
-  /* In place, the output lines were just read and are still cached: plain
-   * stores win there (measured: 7.3 against 6.7 GB/s at 128 MiB, N=2). */
-  r.stream =
-      a->out != a->in && maxlen * a->elsize * (size_t)comm->size >= comm->params.stream_bytes;
+/* After the last round: a transport that buffers (TCP) must not keep the
+ * last bytes back while the caller goes off to compute. */
+static int complete(baton__call_t *c) {
+  baton_comm_t *comm = c->comm;
   int rc = 0;
-  for (r.round_start = 0; r.round_start < maxlen && rc == 0; r.round_start += r.piece)
-    rc = run_round(&r);
-  /* A transport that buffers (TCP) must not keep the last bytes back while
-   * the caller goes off to compute. */
   for (int p = 0; p < comm->size && rc == 0; p++) {
-    baton__conn_t *c = comm->to[p];
-    if (c && c->ops->flush && (rc = c->ops->flush(c)) != 0)
-      rc = baton__fail(comm, rc, "%s #%llu (%s): %s", baton__coll_name(comm->sched.coll),
-                       (unsigned long long)comm->seq, comm->sched.algo, c->why);
+    baton__conn_t *conn = comm->to[p];
+    if (conn && conn->ops->flush && (rc = conn->ops->flush(conn)) != 0)
+      rc = baton__fail(comm, rc, "%s #%llu (%s): %s", c->args.name, (unsigned long long)c->seq,
+                       c->algo->name, conn->why);
   }
 #if defined(__SSE2__)
-  if (r.stream)
+  if (c->x.stream)
     _mm_sfence();
 #endif
   return rc;
 }
 
-size_t baton__sched_work_bytes(const baton_comm_t *comm, size_t elsize) {
-  const baton__sched_t *s = &comm->sched;
-  size_t most = 0;
-  for (int i = 0; i < s->nsteps; i++) {
-    const baton__step_t *st = &s->steps[i];
-    /* WORK is touched by a kept receive, a send from WORK or a local copy;
-     * a send fed by the previous step's forward touches nothing. */
-    int fed = i > 0 && s->steps[i - 1].forward;
-    int runs[2][2] = {{st->recv_chunk, st->recv_peer >= 0 && st->keep ? st->recv_n : 0},
-                      {st->send_chunk, !fed && (st->send_from == BATON__FROM_WORK || st->send_keep)
-                                           ? st->send_n
-                                           : 0}};
-    for (int k = 0; k < 2; k++)
-      for (int j = 0; j < runs[k][1]; j++) {
-        int c = (runs[k][0] + j) % comm->size;
-        size_t end = (comm->work_off[c] + comm->len[c]) * elsize;
-        if (comm->out_off[c] == BATON__NO_OUT && comm->len[c] && end > most)
-          most = end;
-      }
+void baton__exec_prepare(baton__call_t *c) {
+  baton_comm_t *comm = c->comm;
+  size_t es = c->elsize, window = (size_t)comm->params.shm_slots / 2;
+  c->x.reduce =
+      baton__reduce_get(c->args.dtype, c->args.op == BATON_OP_COUNT ? BATON_SUM : c->args.op);
+  c->x.maxlen = 0;
+  for (int ch = 0; ch < comm->size; ch++)
+    c->x.maxlen = c->layout.len[ch] > c->x.maxlen ? c->layout.len[ch] : c->x.maxlen;
+  if (c->algo->traits & BATON__ALGO_MAILBOX) {
+    c->x.seg = c->x.piece = c->x.maxlen ? c->x.maxlen : 1;
+  } else if (c->algo->traits & BATON__ALGO_RING_LINKS) {
+    /* One segment size for every connection: a received segment may be
+     * passed on over another transport. */
+    c->x.seg = comm->slot_bytes / es;
+    c->x.piece = c->x.seg * window;
+  } else {
+    /* Segments small enough for every connection; a message of up to N
+     * chunks fits in half a channel. The same on every rank, as the
+     * pieces must be. */
+    c->x.seg = comm->stream_slot_bytes / es;
+    c->x.piece = c->x.seg * window / (size_t)comm->size;
+    c->x.piece = c->x.piece ? c->x.piece : 1;
   }
-  return most;
+  /* In place, the output lines were just read and are still cached: plain
+   * stores win there (measured: 7.3 against 6.7 GB/s at 128 MiB, N=2). */
+  c->x.stream =
+      c->out != c->in && c->x.maxlen * es * (size_t)comm->size >= comm->params.stream_bytes;
+  c->x.round_start = 0;
+  c->x.next = 0;
+  c->x.done = c->sched.nsteps == 0 || c->x.maxlen == 0;
 }
 
-int baton__work_reserve(baton_comm_t *comm, size_t bytes) {
-  if (bytes <= comm->work_bytes)
-    return 0;
-  if (bytes > comm->params.scratch_bytes)
-    return BATON_ENOMEM;
-  /* Grown by doubling and faulted in at once, so that a run of calls of
-   * one size pays for its scratch memory only the first time. */
-  size_t want = comm->work_bytes ? comm->work_bytes : 1 << 20;
-  while (want < bytes)
-    want *= 2;
-  want = want > comm->params.scratch_bytes ? bytes : want;
-  void *p =
-      mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (p == MAP_FAILED)
-    return BATON_ENOMEM;
-  if (comm->work)
-    munmap(comm->work, comm->work_bytes);
-  comm->work = p;
-  comm->work_bytes = want;
-  return 0;
+/* ---- Calls in flight: the connections in issue order (call.h). */
+
+static void learn_peers(baton__call_t *c) {
+  for (int p = 0; p < c->comm->size; p++)
+    c->last_send[p] = c->last_recv[p] = -1;
+  c->last_mailbox = -1;
+  for (int i = 0; i < c->sched.nsteps; i++) {
+    const baton__step_t *st = &c->sched.steps[i];
+    unsigned does = baton__step_does(st->kind);
+    if (does & BATON__DOES_SEND)
+      c->last_send[st->send_peer] = i;
+    if (does & BATON__DOES_RECV)
+      c->last_recv[st->recv_peer] = i;
+    if (does & BATON__DOES_MAILBOX)
+      c->last_mailbox = i;
+  }
+  c->peers_known = 1;
 }
 
-const char *baton__coll_name(baton__coll_t coll) {
-  static const char *const names[] = {"allreduce",  "reduce_scatter",  "allgather", "broadcast",
-                                      "reduce",     "alltoall",        "gather",    "scatter",
-                                      "allgatherv", "reduce_scatterv", "barrier"};
-  _Static_assert(sizeof names / sizeof names[0] == BATON__COLL_COUNT, "a name per collective");
-  return coll < BATON__COLL_COUNT ? names[coll] : "?";
+/* Whether earlier call e has run its last step numbered `last`. */
+static int past(baton__call_t *e, int last) {
+  if (e->x.done || last < 0)
+    return 1;
+  return e->x.round_start + e->x.piece >= e->x.maxlen && e->x.next > last;
 }
 
-const char *baton__phase_name(baton__phase_t phase) {
-  static const char *const names[] = {
-      "fold",      "reduce_scatter", "reduce",    "gather", "exchange",
-      "allgather", "scatter",        "broadcast", "unfold", "flat"};
-  _Static_assert(sizeof names / sizeof names[0] == BATON__PHASE_COUNT, "a name per phase");
-  return (unsigned)phase < BATON__PHASE_COUNT ? names[phase] : "?";
+/* Whether step st of c may run: no earlier call in flight still has a
+ * message on a connection it uses, or a mailbox step. */
+static int ready(baton__call_t *c, const baton__step_t *st) {
+  unsigned does = baton__step_does(st->kind);
+  if (!(does & (BATON__DOES_SEND | BATON__DOES_RECV | BATON__DOES_MAILBOX)))
+    return 1;
+  for (baton__call_t *e = c->comm->live_first; e && e != c; e = e->next_live) {
+    if (e->x.done)
+      continue;
+    if (!e->peers_known)
+      learn_peers(e);
+    if (((does & BATON__DOES_SEND) && !past(e, e->last_send[st->send_peer])) ||
+        ((does & BATON__DOES_RECV) && !past(e, e->last_recv[st->recv_peer])) ||
+        ((does & BATON__DOES_MAILBOX) && !past(e, e->last_mailbox)))
+      return 0;
+  }
+  return 1;
+}
+
+int baton__exec_step(baton__call_t *c) {
+  if (c->x.done)
+    return c->status;
+  int i = c->x.next;
+  if (c->prev_live && !ready(c, &c->sched.steps[i]))
+    return BATON__EXEC_WAITING;
+  c->comm->sig = c->sig; /* what the transports stamp and check */
+  if (c->t0 && c->t0[i] < 0)
+    c->t0[i] = baton__now();
+  int rc = run_step(c, i);
+  if (c->t1)
+    c->t1[i] = baton__now();
+  if (rc == 0 && ++c->x.next == c->sched.nsteps) {
+    c->x.next = 0;
+    c->x.round_start += c->x.piece;
+    if (c->x.round_start < c->x.maxlen)
+      return BATON__EXEC_MORE;
+    rc = complete(c);
+    c->x.done = 1;
+  }
+  if (rc) {
+    c->status = rc;
+    c->x.done = 1;
+  }
+  return c->x.done ? c->status : BATON__EXEC_MORE;
+}
+
+int baton__exec(baton__call_t *c) {
+  int rc;
+  while ((rc = baton__exec_step(c)) == BATON__EXEC_MORE)
+    ;
+  return rc;
 }

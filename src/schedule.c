@@ -32,17 +32,17 @@ const baton__kind_info_t baton__kinds[BATON__STEP_KIND_COUNT] = {
 #undef M
 
 const char *baton__coll_name(baton__coll_t coll) {
-  static const char *const names[] = {"allreduce", "reduce_scatter", "allgather",  "broadcast",
-                                      "reduce",    "alltoall",       "gather",     "scatter",
+  static const char *const names[] = {"allreduce",  "reduce_scatter",  "allgather", "broadcast",
+                                      "reduce",     "alltoall",        "gather",    "scatter",
                                       "allgatherv", "reduce_scatterv", "barrier"};
   _Static_assert(sizeof names / sizeof names[0] == BATON__COLL_COUNT, "a name per collective");
   return (unsigned)coll < BATON__COLL_COUNT ? names[coll] : "?";
 }
 
 const char *baton__phase_name(baton__phase_t phase) {
-  static const char *const names[] = {"fold",     "reduce_scatter", "reduce",    "gather",
-                                      "exchange", "allgather",      "scatter",   "broadcast",
-                                      "unfold",   "flat"};
+  static const char *const names[] = {
+      "fold",      "reduce_scatter", "reduce",    "gather", "exchange",
+      "allgather", "scatter",        "broadcast", "unfold", "flat"};
   _Static_assert(sizeof names / sizeof names[0] == BATON__PHASE_COUNT, "a name per phase");
   return (unsigned)phase < BATON__PHASE_COUNT ? names[phase] : "?";
 }
@@ -60,9 +60,9 @@ typedef enum {
   AT_PREFIX, /* counts[0] + ... + counts[c-1] */
 } at_t;
 typedef enum {
-  WHO_ALL,      /* every rank, every chunk */
-  WHO_OWN,      /* only chunk c == rank */
-  WHO_AT_ROOT,  /* every chunk, on the root only */
+  WHO_ALL,     /* every rank, every chunk */
+  WHO_OWN,     /* only chunk c == rank */
+  WHO_AT_ROOT, /* every chunk, on the root only */
 } who_t;
 typedef enum {
   LEN_SPLIT,      /* baton__chunk_len(count, N, c) */
@@ -127,10 +127,10 @@ void baton__layout_fill(baton__layout_t *l, const baton__layout_args_t *a) {
   size_t prefix = 0;
   for (int c = 0; c < a->size; c++) {
     l->len[c] = length((len_t)row->len, a, c);
-    l->in_off[c] = has((who_t)row->in_who, a, c) ? offset((at_t)row->in_at, a, c, prefix)
-                                                 : BATON__NO_OUT;
-    l->out_off[c] = has((who_t)row->out_who, a, c) ? offset((at_t)row->out_at, a, c, prefix)
-                                                   : BATON__NO_OUT;
+    l->in_off[c] =
+        has((who_t)row->in_who, a, c) ? offset((at_t)row->in_at, a, c, prefix) : BATON__NO_OUT;
+    l->out_off[c] =
+        has((who_t)row->out_who, a, c) ? offset((at_t)row->out_at, a, c, prefix) : BATON__NO_OUT;
     l->work_off[c] = offset((at_t)row->work, a, c, prefix);
     l->box_off[c] = offset((at_t)row->in_at, a, c, prefix);
     prefix += l->len[c];

@@ -69,9 +69,9 @@ typedef enum {
   BATON__STEP_RECV_REDUCE_COPY_SEND, /* WORK = R op S, and to send_peer */
   BATON__STEP_RECV_COPY_SEND,        /* WORK = R, and to send_peer */
   BATON__STEP_COPY,                  /* WORK = INPUT, locally */
-  BATON__STEP_MAILBOX_PUT,    /* INPUT into this rank's mailbox; wait for every rank's */
-  BATON__STEP_MAILBOX_COPY,   /* WORK = recv_peer's mailbox */
-  BATON__STEP_MAILBOX_REDUCE, /* WORK = every rank's mailbox, combined in rank order */
+  BATON__STEP_MAILBOX_PUT,           /* INPUT into this rank's mailbox; wait for every rank's */
+  BATON__STEP_MAILBOX_COPY,          /* WORK = recv_peer's mailbox */
+  BATON__STEP_MAILBOX_REDUCE,        /* WORK = every rank's mailbox, combined in rank order */
   BATON__STEP_KIND_COUNT
 } baton__step_kind_t;
 
@@ -152,8 +152,13 @@ static inline baton__step_t *baton__step_push(baton__sched_t *s, baton__step_kin
     st = &s->steps[s->nsteps++];
   else
     s->overflow = 1;
-  *st = (baton__step_t){.kind = (uint8_t)kind, .phase = (uint8_t)phase, .step = (uint16_t)step,
-                        .src = BATON__FROM_INPUT, .chunk = 0, .n = 0, .send_peer = -1,
+  *st = (baton__step_t){.kind = (uint8_t)kind,
+                        .phase = (uint8_t)phase,
+                        .step = (uint16_t)step,
+                        .src = BATON__FROM_INPUT,
+                        .chunk = 0,
+                        .n = 0,
+                        .send_peer = -1,
                         .recv_peer = -1};
   return st;
 }

@@ -17,7 +17,7 @@
 #include <stdio.h>
 
 #include "model.h"
-#include "schedule.h"
+#include "algo.h"
 
 typedef enum {
   BATON__LINK_SHM,

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "baton.h"
-#include "schedule.h"
+#include "algo.h"
 #include "transport/transport.h"
 
 void baton__sig_format(const baton__sig_t *s, char *buf, size_t len) {

@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "model.h"
-#include "schedule.h"
+#include "algo.h"
 
 static int passed, failed;
 

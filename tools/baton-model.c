@@ -25,7 +25,7 @@
 
 #include "baton.h"
 #include "model.h"
-#include "schedule.h"
+#include "algo.h"
 
 typedef struct {
   const char *coll;

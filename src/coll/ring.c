@@ -83,8 +83,8 @@ static void chain_broadcast(baton__sched_t *s, const baton__build_t *b, int p, i
     add(s, BATON__STEP_SEND, BATON__PHASE_BROADCAST, 0, b->root, prev, next);
     add(s, BATON__STEP_COPY, BATON__PHASE_BROADCAST, 0, b->root, prev, next);
   } else {
-    add(s, q < n - 1 ? BATON__STEP_RECV_COPY_SEND : BATON__STEP_RECV_COPY,
-        BATON__PHASE_BROADCAST, q - 1, b->root, prev, next);
+    add(s, q < n - 1 ? BATON__STEP_RECV_COPY_SEND : BATON__STEP_RECV_COPY, BATON__PHASE_BROADCAST,
+        q - 1, b->root, prev, next);
   }
 }
 

@@ -1,0 +1,346 @@
+/*
+ * call.c - the life of one call (call.h): the pool of call objects, and
+ * everything between a checked public call and its first step: its
+ * number and signature, its algorithm, its layout and schedule, its
+ * scratch; and after its last step, its trace lines.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "call.h"
+#include "comm.h"
+
+/* ---- The pool. */
+
+static void call_free(baton__call_t *c) {
+  free(c->sched.steps);
+  free(c->layout_mem);
+  free(c->last_send);
+  free(c->t0);
+  free(c->t1);
+  if (c->work)
+    munmap(c->work, c->work_bytes);
+  free(c);
+}
+
+static baton__call_t *call_new(baton_comm_t *comm) {
+  baton__call_t *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  size_t n = (size_t)comm->size, cap = (size_t)baton__max_steps(comm->size);
+  c->comm = comm;
+  c->sched.cap = (int)cap;
+  c->sched.steps = calloc(cap, sizeof *c->sched.steps);
+  c->layout_mem = calloc(5 * n, sizeof *c->layout_mem);
+  c->last_send = calloc(2 * n, sizeof *c->last_send);
+  c->last_recv = c->last_send ? c->last_send + n : NULL;
+  if (comm->trace) {
+    c->t0 = calloc(cap, sizeof *c->t0);
+    c->t1 = calloc(cap, sizeof *c->t1);
+  }
+  if (!c->sched.steps || !c->layout_mem || !c->last_send || (comm->trace && (!c->t0 || !c->t1))) {
+    call_free(c);
+    return NULL;
+  }
+  c->layout = (baton__layout_t){.in_off = c->layout_mem,
+                                .out_off = c->layout_mem + n,
+                                .work_off = c->layout_mem + 2 * n,
+                                .box_off = c->layout_mem + 3 * n,
+                                .len = c->layout_mem + 4 * n};
+  c->next_all = comm->calls_all;
+  comm->calls_all = c;
+  return c;
+}
+
+int baton__calls_init(baton_comm_t *comm) {
+  baton__call_t *c = call_new(comm); /* the one every blocking call uses */
+  if (!c)
+    return BATON_ENOMEM;
+  comm->calls_free = c;
+  return BATON_OK;
+}
+
+void baton__calls_free(baton_comm_t *comm) {
+  for (baton__call_t *c = comm->calls_all, *next; c; c = next) {
+    next = c->next_all;
+    call_free(c);
+  }
+  comm->calls_all = comm->calls_free = NULL;
+}
+
+static baton__call_t *call_get(baton_comm_t *comm) {
+  baton__call_t *c = comm->calls_free;
+  if (c)
+    comm->calls_free = c->next_free;
+  else if (!(c = call_new(comm)))
+    return NULL;
+  c->next_free = NULL;
+  return c;
+}
+
+/* In issue order, from issue to finish. */
+static void live_add(baton__call_t *c) {
+  baton_comm_t *comm = c->comm;
+  c->prev_live = comm->live_last;
+  c->next_live = NULL;
+  if (comm->live_last)
+    comm->live_last->next_live = c;
+  else
+    comm->live_first = c;
+  comm->live_last = c;
+}
+
+static void live_remove(baton__call_t *c) {
+  baton_comm_t *comm = c->comm;
+  if (c->prev_live)
+    c->prev_live->next_live = c->next_live;
+  else if (comm->live_first == c)
+    comm->live_first = c->next_live;
+  if (c->next_live)
+    c->next_live->prev_live = c->prev_live;
+  else if (comm->live_last == c)
+    comm->live_last = c->prev_live;
+  c->prev_live = c->next_live = NULL;
+}
+
+static void call_put(baton__call_t *c) {
+  live_remove(c);
+  c->next_free = c->comm->calls_free;
+  c->comm->calls_free = c;
+}
+
+/* ---- Scratch. */
+
+/* Makes c->work hold at least `bytes`, pre-faulted; BATON_ENOMEM when it
+ * cannot or when that passes BATON_SCRATCH_BYTES. Grown by doubling and
+ * faulted in at once, so that a run of calls of one size pays for its
+ * scratch memory only the first time. */
+static int work_reserve(baton__call_t *c, size_t bytes) {
+  size_t limit = c->comm->params.scratch_bytes;
+  if (bytes <= c->work_bytes)
+    return 0;
+  if (bytes > limit)
+    return BATON_ENOMEM;
+  size_t want = c->work_bytes ? c->work_bytes : 1 << 20;
+  while (want < bytes)
+    want *= 2;
+  want = want > limit ? bytes : want;
+  void *p =
+      mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (p == MAP_FAILED)
+    return BATON_ENOMEM;
+  if (c->work)
+    munmap(c->work, c->work_bytes);
+  c->work = p;
+  c->work_bytes = want;
+  return 0;
+}
+
+/* Bytes of scratch the schedule needs: the WORK of the chunks this rank
+ * has no output for, wherever a step lands bytes or sends from WORK. */
+static size_t sched_work_bytes(const baton__call_t *c) {
+  const baton__layout_t *l = &c->layout;
+  size_t most = 0;
+  for (int i = 0; i < c->sched.nsteps; i++) {
+    const baton__step_t *st = &c->sched.steps[i];
+    int touches = (baton__step_does(st->kind) & BATON__DOES_LAND) ||
+                  (st->kind == BATON__STEP_SEND && st->src == BATON__FROM_WORK);
+    for (int j = 0; touches && j < st->n; j++) {
+      int ch = (st->chunk + j) % c->comm->size;
+      size_t end = (l->work_off[ch] + l->len[ch]) * c->elsize;
+      if (l->out_off[ch] == BATON__NO_OUT && l->len[ch] && end > most)
+        most = end;
+    }
+  }
+  return most;
+}
+
+/* ---- Issue. */
+
+/* The algorithm of a barrier: the host's rendezvous where every rank
+ * shares this one's memory, else a one-byte allgather on the ring. */
+static const baton__algo_t *barrier_algo(const baton_comm_t *comm) {
+  unsigned want = comm->one_host && comm->shm ? BATON__ALGO_MAILBOX : 0;
+  int n;
+  const baton__algo_t *all = baton__algos(&n);
+  for (int i = 0; i < n; i++)
+    if ((all[i].traits & (BATON__ALGO_MAILBOX | BATON__ALGO_RING_LINKS)) ==
+            (want | BATON__ALGO_RING_LINKS) &&
+        (all[i].colls & (1u << BATON__COLL_ALLGATHER)))
+      return &all[i];
+  return NULL;
+}
+
+/* The call's layout and schedule. */
+static int plan(baton__call_t *c) {
+  baton_comm_t *comm = c->comm;
+  const baton__call_args_t *a = &c->args;
+  int barrier = a->coll == BATON__COLL_BARRIER;
+  baton__coll_t coll = barrier ? BATON__COLL_ALLGATHER : a->coll;
+  int root = a->root == BATON__NO_ROOT ? 0 : a->root;
+  baton__layout_args_t la = {.coll = coll,
+                             .rank = comm->rank,
+                             .size = comm->size,
+                             .root = root,
+                             .count = a->count,
+                             .counts = a->counts,
+                             .displs = a->displs};
+  baton__layout_fill(&c->layout, &la);
+  if (comm->size == 1)
+    return 0;
+  baton__build_t b = {.coll = coll,
+                      .rank = comm->rank,
+                      .size = comm->size,
+                      .count = a->count,
+                      .root = root,
+                      .order = comm->order,
+                      .host = comm->host};
+  if (baton__schedule_build(&c->sched, c->algo, &b) != 0)
+    return baton__fail(comm, BATON_EINTERNAL, "%s: %s could not build its schedule on %d ranks",
+                       a->name, c->algo->name, comm->size);
+  return 0;
+}
+
+/* Scratch for WORK, then the staged input past it; INPUT and output. */
+static int place(baton__call_t *c) {
+  const baton__call_args_t *a = &c->args;
+  size_t work = sched_work_bytes(c), stage_at = (work + 63) & ~(size_t)63;
+  size_t own = a->coll == BATON__COLL_BARRIER ? (size_t)c->comm->size : 0;
+  size_t need = stage_at + a->stage + own;
+  if (need && work_reserve(c, need) != 0)
+    return baton__fail(c->comm, BATON_ENOMEM,
+                       "%s: %s needs %zu bytes of scratch memory%s, more than "
+                       "BATON_SCRATCH_BYTES allows or the system gives",
+                       a->name, c->algo->name, need,
+                       a->stage ? " (in place: a copy of the input)" : "");
+  c->in = a->sendbuf;
+  c->out = a->recvbuf;
+  if (a->stage) {
+    memcpy(c->work + stage_at, a->sendbuf, a->stage);
+    c->in = c->work + stage_at;
+  }
+  if (own) { /* the barrier's bytes: one per rank, past everything else */
+    c->out = c->work + stage_at + a->stage;
+    c->out[c->comm->rank] = 1;
+    c->in = c->out + c->comm->rank;
+  }
+  return 0;
+}
+
+/* Size 1: each chunk from the input to the output, where they differ. */
+static void run_local(baton__call_t *c) {
+  const baton__layout_t *l = &c->layout;
+  size_t es = c->elsize;
+  for (int r = 0; r < c->comm->size; r++) {
+    if (!l->len[r] || l->in_off[r] == BATON__NO_OUT || l->out_off[r] == BATON__NO_OUT)
+      continue;
+    const char *src = (const char *)c->args.sendbuf + l->in_off[r] * es;
+    char *dst = (char *)c->args.recvbuf + l->out_off[r] * es;
+    if (src != dst)
+      memmove(dst, src, l->len[r] * es);
+  }
+}
+
+static baton__sig_t sig_of(const baton__call_t *c) {
+  const baton__call_args_t *a = &c->args;
+  if (a->coll == BATON__COLL_BARRIER)
+    return (baton__sig_t){.seq = c->seq, .root = -1, .coll = BATON__COLL_BARRIER};
+  return (baton__sig_t){.seq = c->seq,
+                        .count = a->count,
+                        .root = a->root == BATON__NO_ROOT ? -1 : a->root,
+                        .coll = (uint8_t)a->coll,
+                        .dtype = (uint8_t)a->dtype,
+                        .op = a->op == BATON_OP_COUNT ? 0 : (uint8_t)a->op,
+                        .algo = (uint8_t)baton__algo_id(c->algo)};
+}
+
+static const baton__algo_t *choose(baton_comm_t *comm, const baton__call_args_t *a, size_t es) {
+  if (a->coll == BATON__COLL_BARRIER)
+    return comm->size > 1 ? barrier_algo(comm) : NULL;
+  /* baton__select only returns an algorithm that serves the collective
+   * (NULL when none of this build does). */
+  return baton__select(comm, a->coll, a->count, es);
+}
+
+int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton__call_t **out) {
+  *out = NULL;
+  size_t es = baton_dtype_size(args->dtype);
+  const baton__algo_t *algo = choose(comm, args, es);
+  if (!algo && comm->size > 1 && args->count > 0) /* before the sequence number moves */
+    return baton__fail(comm, BATON_EUSAGE, "%s: no algorithm of this build serves %s", args->name,
+                       args->name);
+  baton__call_t *c = call_get(comm);
+  if (!c)
+    return baton__fail(comm, BATON_ENOMEM, "%s: out of memory for the call", args->name);
+  c->args = *args;
+  c->elsize = es;
+  c->algo = algo;
+  c->status = BATON_OK;
+  c->seq = args->setup ? 0 : ++comm->seq;
+  c->sig = sig_of(c);
+  int runs = comm->size > 1 && args->count > 0;
+  c->rendezvous = runs && (algo->traits & BATON__ALGO_MAILBOX) ? ++comm->shm_calls : 0;
+  if (comm->shm)
+    baton__shm_publish(comm->shm, &c->sig);
+  int rc = baton__comm_begin(comm, args->name);
+  if (rc) {
+    call_put(c);
+    return rc;
+  }
+  if (args->coll != BATON__COLL_BARRIER)
+    baton__log_info(COLL, "%s #%llu: count %zu %s %s, algo %s", args->name,
+                    (unsigned long long)c->seq, args->count, baton_dtype_name(args->dtype),
+                    args->op == BATON_OP_COUNT ? "-" : baton_op_name(args->op),
+                    comm->size == 1 || !algo ? "local" : algo->name);
+  c->sched.nsteps = 0;
+  c->x.done = 1;
+  if (!runs) {
+    if (args->count > 0) { /* size 1 */
+      plan(c);
+      run_local(c);
+    }
+    *out = c;
+    return BATON_OK;
+  }
+  if ((rc = plan(c)) || (rc = place(c))) {
+    call_put(c);
+    return rc;
+  }
+  baton__exec_prepare(c);
+  c->peers_known = 0;
+  live_add(c);
+  if (c->t0)
+    for (int i = 0; i < c->sched.cap; i++)
+      c->t0[i] = c->t1[i] = -1;
+  *out = c;
+  return BATON_OK;
+}
+
+/* ---- Finish. */
+
+static void trace_end(const baton__call_t *c) {
+  const baton__call_args_t *a = &c->args;
+  baton__trace_call_t t = {.seq = c->seq,
+                           .coll = a->coll,
+                           .algo = c->algo->name,
+                           .dtype = baton_dtype_name(a->dtype),
+                           .count = a->count,
+                           .root = a->root == BATON__NO_ROOT ? -1 : a->root,
+                           .elsize = c->elsize,
+                           .sched = &c->sched,
+                           .len = c->layout.len,
+                           .host = c->comm->host[c->comm->rank],
+                           .t0 = c->t0,
+                           .t1 = c->t1,
+                           .rc = c->status};
+  baton__trace_end(c->comm->trace, &t);
+}
+
+int baton__call_finish(baton__call_t *c) {
+  int rc = c->status;
+  if (c->comm->trace && c->sched.nsteps && c->args.coll != BATON__COLL_BARRIER)
+    trace_end(c);
+  call_put(c);
+  return rc;
+}

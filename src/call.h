@@ -1,0 +1,119 @@
+/*
+ * call.h - one collective call as an object of its own.
+ *
+ * Everything that lives as long as one call is here: what was asked, the
+ * algorithm, the schedule and chunk layout, the scratch memory, the
+ * signature the peers must see, the trace times and the status. The
+ * communicator keeps only what lives as long as it does. Call objects come
+ * from a pool of the communicator (call.c), each with its steps, layout and
+ * scratch sized on first use and kept, so that a run of calls allocates
+ * nothing and faults no pages after the first.
+ *
+ * The blocking collectives are baton__call_issue, baton__exec (exec.c) and
+ * baton__call_finish; baton__exec_step runs one step at a time, so that the
+ * steps of several calls can be interleaved. Calls in flight use the
+ * connections in the order they were issued: a step of a later call that
+ * would send on (or receive from) a connection an earlier call still has
+ * messages for waits (baton__exec_step says BATON__EXEC_WAITING), so every
+ * connection carries the calls' messages in issue order on every rank.
+ */
+#ifndef BATON_CALL_H
+#define BATON_CALL_H
+
+#include <limits.h>
+
+#include "algo.h"
+#include "internal.h"
+#include "transport/transport.h"
+
+#define BATON__NO_ROOT INT_MIN
+
+/* What a collective was asked to do, as coll.c hands it over after checking
+ * the arguments. count is the per-rank count of the public call (for a
+ * v-variant, the sum of the counts, which the signature carries). */
+typedef struct {
+  const char *name;
+  baton__coll_t coll;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;
+  baton_dtype_t dtype;
+  baton_op_t op;                 /* BATON_OP_COUNT for collectives without one */
+  int root;                      /* BATON__NO_ROOT for collectives without one */
+  const size_t *counts, *displs; /* the v-variants */
+  size_t stage;                  /* bytes of input to copy to scratch first (in-place alltoall) */
+  int setup;                     /* the end-of-init barrier: collective number 0, not counted */
+} baton__call_args_t;
+
+typedef struct baton__call baton__call_t;
+struct baton__call {
+  baton_comm_t *comm;
+  baton__call_t *next_free;             /* in the pool */
+  baton__call_t *next_all;              /* every object of the pool, for destroy */
+  baton__call_t *prev_live, *next_live; /* issued and not finished, in issue order */
+  baton__call_args_t args;
+  size_t elsize;
+  const baton__algo_t *algo; /* NULL when no step runs (size 1, count 0) */
+  baton__sched_t sched;
+  baton__layout_t layout;
+  size_t *layout_mem; /* the layout's five arrays */
+  char *work;         /* scratch: WORK without an output, then the staged input */
+  size_t work_bytes;
+  const char *in; /* INPUT: sendbuf, or its staged copy */
+  char *out;
+  uint64_t seq;        /* the call's number on the communicator, from 1 */
+  baton__sig_t sig;    /* the call as the peers must see it */
+  uint32_t rendezvous; /* its number among the host's rendezvous; 0: none */
+  int status;          /* BATON_OK, or how it failed */
+  /* Per peer, the index of the last step that sends to it and of the last
+   * that receives from it (-1: none), and of the last mailbox step: what a
+   * later call in flight waits for before it uses the same channel
+   * (exec.c). Filled when a later call first asks. */
+  int *last_send, *last_recv;
+  int last_mailbox;
+  int peers_known;
+  /* The executor's place (exec.c). */
+  struct {
+    baton__reduce_fn reduce;
+    size_t seg;         /* elements per segment */
+    size_t piece;       /* elements per chunk per round */
+    size_t round_start; /* elements of every chunk done in earlier rounds */
+    size_t maxlen;      /* the longest chunk */
+    int stream;         /* write the output with non-temporal stores */
+    int next;           /* the next step of the round */
+    int done;
+  } x;
+  /* BATON_TRACE: per step, the start of its first round and the end of its
+   * last (seconds; < 0 when it has not run); NULL when not tracing. */
+  double *t0, *t1;
+};
+
+/* The pool: made with the communicator, emptied with it. */
+int baton__calls_init(baton_comm_t *comm);
+void baton__calls_free(baton_comm_t *comm);
+
+/* Takes a call object for args (checked by the caller), numbers the call,
+ * picks its algorithm, builds its schedule and layout, reserves its
+ * scratch and announces it to the host. On success *out is ready for the
+ * executor (or already done: size 1, count 0); on failure it is NULL and
+ * the code is returned (the communicator's last error says why). */
+int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton__call_t **out);
+/* Writes the call's trace lines, returns its status and gives the object
+ * back to the pool. */
+int baton__call_finish(baton__call_t *call);
+
+/* baton__exec_step's answers besides 0 (done) and a negative code. */
+enum { BATON__EXEC_MORE = 1, BATON__EXEC_WAITING = 2 };
+
+/* exec.c: runs the call's schedule over the transports. baton__exec_prepare
+ * (done by baton__call_issue) sets the rounds and segments; baton__exec_step
+ * runs the next step: BATON__EXEC_MORE while steps remain,
+ * BATON__EXEC_WAITING when the next step must wait for an earlier call in
+ * flight (nothing ran), 0 once the call is complete (its last bytes
+ * flushed), or a negative code (also in call->status). baton__exec runs
+ * the call to its end; no earlier call may be in flight. */
+void baton__exec_prepare(baton__call_t *call);
+int baton__exec_step(baton__call_t *call);
+int baton__exec(baton__call_t *call);
+
+#endif /* BATON_CALL_H */
