@@ -179,6 +179,11 @@ static int plan(baton__call_t *c) {
   int barrier = a->coll == BATON__COLL_BARRIER;
   baton__coll_t coll = barrier ? BATON__COLL_ALLGATHER : a->coll;
   int root = a->root == BATON__NO_ROOT ? 0 : a->root;
+  int same = c->planned.valid && c->planned.algo == c->algo && c->planned.coll == a->coll &&
+             c->planned.count == a->count && c->planned.root == root && !a->counts;
+  if (same)
+    return 0;
+  c->planned.valid = 0;
   baton__layout_args_t la = {.coll = coll,
                              .rank = comm->rank,
                              .size = comm->size,
@@ -199,6 +204,8 @@ static int plan(baton__call_t *c) {
   if (baton__schedule_build(&c->sched, c->algo, &b) != 0)
     return baton__fail(comm, BATON_EINTERNAL, "%s: %s could not build its schedule on %d ranks",
                        a->name, c->algo->name, comm->size);
+  c->planned.algo = c->algo, c->planned.coll = a->coll, c->planned.count = a->count;
+  c->planned.root = root, c->planned.valid = 1;
   return 0;
 }
 
@@ -293,7 +300,6 @@ int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton_
                     (unsigned long long)c->seq, args->count, baton_dtype_name(args->dtype),
                     args->op == BATON_OP_COUNT ? "-" : baton_op_name(args->op),
                     comm->size == 1 || !algo ? "local" : algo->name);
-  c->sched.nsteps = 0;
   c->x.done = 1;
   if (!runs) {
     if (args->count > 0) { /* size 1 */

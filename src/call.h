@@ -56,6 +56,14 @@ struct baton__call {
   const baton__algo_t *algo; /* NULL when no step runs (size 1, count 0) */
   baton__sched_t sched;
   baton__layout_t layout;
+  /* What sched and layout were last built for: a run of equal calls (the
+   * same object serves every blocking call) builds them once. */
+  struct {
+    const baton__algo_t *algo;
+    baton__coll_t coll;
+    size_t count;
+    int root, valid;
+  } planned;
   size_t *layout_mem; /* the layout's five arrays */
   char *work;         /* scratch: WORK without an output, then the staged input */
   size_t work_bytes;
