@@ -102,7 +102,6 @@ FN(bc_flat, A + 2 * B)
 FN(rd_naive, A + (n - 1) * (B + G))
 FN(rd_tree, lg(n) * (A + B + G))
 FN(rd_chain, (n - 2 + segments(k, c)) * (A + (B + G) / segments(k, c)))
-FN(rd_ring, 2 * (n - 1) * A + 2 * frac(n) * B + frac(n) * G)
 /* alltoall, gather, scatter: K is N blocks of K/N */
 FN(blocks_direct, (n - 1) * (A + B / n))
 FN(blocks_hub, A + frac(n) * B)
@@ -141,7 +140,7 @@ static const baton__model_t rows[] = {
     {"reduce", "naive", "a + (N-1)(Kb + Kg)", rd_naive},
     {"reduce", "tree", "L(a + Kb + Kg)", rd_tree},
     {"reduce", "chain", "(N-2+S)(a + K(b + g)/S)", rd_chain},
-    {"reduce", "ring", "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", rd_ring},
+    {"reduce", "ring", "(N-2+S)(a + K(b + g)/S): the chain, the ring opened at the root", rd_chain},
     {"alltoall", "naive", "(N-1)(a + Kb/N)", blocks_direct},
     {"alltoall", "pairwise", "(N-1)(a + Kb/N)", blocks_direct},
     {"gather", "naive", "a + (N-1)/N Kb", blocks_hub},

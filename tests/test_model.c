@@ -36,6 +36,9 @@ int main(void) {
   near(baton__model_time("broadcast", "tree", 9, K, &c), 4 * (a + K * b), "binomial broadcast N=9");
   near(baton__model_time("broadcast", "chain", 8, K, &c), (6 + 256) * (a + K / 256 * b),
        "chain broadcast N=8, 256 segments");
+  /* Ring reduce runs the chain (src/coll/ring.c), not the allreduce. */
+  near(baton__model_time("reduce", "ring", 8, K, &c), (6 + 256) * (a + K / 256 * (b + g)),
+       "ring reduce N=8 is the chain, 256 segments");
   near(baton__model_time("allreduce", "rd", 8, K, &c), 3 * (a + K * b + K * g),
        "recursive doubling N=8");
   near(baton__model_time("allreduce", "rd", 6, K, &c),
