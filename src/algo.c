@@ -1,14 +1,20 @@
 /*
- * algo.c - the table of algorithms: for each, which collectives it serves,
- * how many steps it may need, and the function that writes its schedule.
+ * algo.c - the table of algorithms: for each, its name and a line saying
+ * what it is, which collectives it serves, what sets it apart (traits), how
+ * many steps it may need, the function that writes its schedule and its
+ * cost per collective (the formulas live in model.c).
  *
  * The executor, the tracer, baton-viz, baton-model and the schedule tests
  * all reach an algorithm's steps through baton__schedule_for(), so a new
  * algorithm (one file in src/coll/ plus one row below) is drawn, traced and
- * tested without touching any of them.
+ * tested without touching any of them; the selection prices it, BATON_ALGO
+ * accepts it, baton-model lists and measures it, and the help of BATON_ALGO
+ * and docs/algorithms.md name it, all from its row. Code elsewhere tells
+ * algorithms apart by their traits, never by their names.
  */
 #include <string.h>
 
+#include "model.h"
 #include "schedule.h"
 
 /* Larger communicators than this are never drawn or checked offline. */
@@ -77,24 +83,36 @@ static void flat_build(baton__sched_t *s, baton__coll_t coll, int rank, int size
 #define TREE_COLLS (BIT(ALLREDUCE) | BIT(BROADCAST) | BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER))
 #define NAIVE_COLLS (RING_COLLS | BIT(GATHER) | BIT(SCATTER))
 
-#define ALGO(name_, colls_, traits_, scratch_, layout_, max_steps_, build_)                        \
+#define ALGO(name_, summary_, colls_, traits_, scratch_, layout_, max_steps_, build_, costs_)      \
   {                                                                                                \
-    .name = name_, .colls = colls_, .traits = traits_, .scratch_colls = scratch_,                  \
-    .layout = layout_, .max_steps = max_steps_, .build = build_                                    \
+    .name = name_, .summary = summary_, .colls = colls_, .traits = traits_,                        \
+    .scratch_colls = scratch_, .layout = layout_, .max_steps = max_steps_, .build = build_,        \
+    .costs = costs_                                                                                \
   }
 
 static const baton__algo_t algos[] = {
-    ALGO("ring", RING_COLLS, BATON__ALGO_RING_LINKS, 0, "ring", ring_max_steps, ring_build),
-    ALGO("flat", FLAT_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX, 0, "ring",
-         flat_max_steps, flat_build),
-    ALGO("pairwise", BIT(ALLTOALL), 0, 0, "ring", baton__pairwise_max_steps, baton__pairwise_build),
-    ALGO("tree", TREE_COLLS, 0, BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER), "tree",
-         baton__tree_max_steps, baton__tree_schedule),
-    ALGO("naive", NAIVE_COLLS, 0, 0, "tree", baton__naive_max_steps, baton__naive_schedule),
-    ALGO("hier", BIT(ALLREDUCE), BATON__ALGO_HOST_LEADERS, 0, "ring", ring_max_steps, hier_build),
-    ALGO("rhd", RHD_COLLS, 0, BIT(REDUCE_SCATTER) | BIT(REDUCE_SCATTERV), "ring",
-         baton__rhd_max_steps, baton__rhd_schedule),
-    ALGO("rd", RD_COLLS, 0, 0, "ring", baton__rd_max_steps, baton__rd_schedule),
+    ALGO("ring", "pipelined ring (chain for broadcast and reduce): bandwidth-optimal, 2(N-1) steps",
+         RING_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_DEFAULT, 0, "ring", ring_max_steps,
+         ring_build, baton__ring_costs),
+    ALGO("flat", "one rendezvous through the host's shared-memory mailboxes: small messages",
+         FLAT_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX, 0, "ring", flat_max_steps,
+         flat_build, baton__flat_costs),
+    ALGO("pairwise", "alltoall in N-1 steps, each rank sending one block and receiving one",
+         BIT(ALLTOALL), 0, 0, "ring", baton__pairwise_max_steps, baton__pairwise_build,
+         baton__pairwise_costs),
+    ALGO("tree", "binomial tree: log2(N) steps of the whole message", TREE_COLLS, 0,
+         BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER), "tree", baton__tree_max_steps,
+         baton__tree_schedule, baton__tree_costs),
+    ALGO("naive", "everything through one rank: the baseline", NAIVE_COLLS, 0, 0, "tree",
+         baton__naive_max_steps, baton__naive_schedule, baton__naive_costs),
+    ALGO("hier", "fold each host into a leader, ring among the leaders, unfold: several hosts",
+         BIT(ALLREDUCE), BATON__ALGO_HOST_LEADERS, 0, "ring", ring_max_steps, hier_build,
+         baton__hier_costs),
+    ALGO("rhd", "recursive halving-doubling: 2 log2(N) steps, the ring's bytes", RHD_COLLS, 0,
+         BIT(REDUCE_SCATTER) | BIT(REDUCE_SCATTERV), "ring", baton__rhd_max_steps,
+         baton__rhd_schedule, baton__rhd_costs),
+    ALGO("rd", "recursive doubling: log2(N) steps of the whole message, small messages", RD_COLLS,
+         0, 0, "ring", baton__rd_max_steps, baton__rd_schedule, baton__rd_costs),
 };
 
 const baton__algo_t *baton__algos(int *n) {
@@ -107,6 +125,13 @@ int baton__max_steps(int size) {
   for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
     most = algos[i].max_steps(size) > most ? algos[i].max_steps(size) : most;
   return most;
+}
+
+const baton__algo_t *baton__algo_default(void) {
+  for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
+    if (algos[i].traits & BATON__ALGO_DEFAULT)
+      return &algos[i];
+  return &algos[0];
 }
 
 const baton__algo_t *baton__algo_find(const char *name) {

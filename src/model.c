@@ -27,8 +27,6 @@
  * and p(2b + 3g). Charging N Kb for the reads, as a copy through a channel
  * would cost, made flat 2-4 times too dear.
  */
-#include <string.h>
-
 #include "model.h"
 
 /* No libm: the library links only libc and pthreads. */
@@ -107,59 +105,85 @@ FN(blocks_direct, (n - 1) * (A + B / n))
 FN(blocks_hub, A + frac(n) * B)
 FN(blocks_tree, lg(n) * A + frac(n) * B)
 
-static const baton__model_t rows[] = {
-    {"allreduce", "ring", "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", ar_ring},
-    {"allreduce", "naive", "2a + (N-1)(2Kb + Kg)", ar_naive},
-    {"allreduce", "rhd", "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold]", ar_rhd},
-    {"allreduce", "rd", "log2(P)(a + Kb + Kg) [+ fold]", ar_rd},
-    {"allreduce", "tree", "2L(a + Kb) + L Kg", ar_tree},
-    {"allreduce", "flat", "a + 2Kb + (N-1) Kg", ar_flat},
-    {"allreduce", "hier", "2(L-1)a + 2(L-1)/L Kb + (L-1)/L Kg + (N/L-1) Kg, L hosts", ar_hier},
-    {"reduce_scatter", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"reduce_scatter", "naive", "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive},
-    {"reduce_scatterv", "naive", "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive},
-    {"reduce_scatter", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
-    {"reduce_scatter", "pairwise", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"reduce_scatter", "flat", "a + Kb + (N-1)/N Kg", rs_flat},
-    {"allgather", "ring", "(N-1)a + (N-1)/N Kb", ag_ring},
-    {"allgatherv", "ring", "(N-1)a + (N-1)/N Kb (K: all blocks; the largest sets the pace)",
-     ag_ring},
-    {"reduce_scatterv", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"reduce_scatterv", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
-    {"allgatherv", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
-    {"allgather", "naive", "2a + (N-1)Kb/N + (N-1)(N-1)/N Kb", ag_naive},
-    {"allgatherv", "naive", "2a + (N-1)Kb/N + (N-1)(N-1)/N Kb", ag_naive},
-    {"allgather", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
-    {"allgather", "pairwise", "(N-1)a + (N-1)/N Kb", ag_ring},
-    {"allgather", "flat", "a + Kb", ag_flat},
-    {"broadcast", "naive", "a + (N-1)Kb", bc_naive},
-    {"broadcast", "tree", "L(a + Kb)", bc_tree},
-    {"broadcast", "chain", "(N-2+S)(a + Kb/S)", bc_chain},
-    {"broadcast", "ring", "(N-2+S)(a + Kb/S): the chain, the ring opened at the root", bc_chain},
-    {"broadcast", "flat", "a + 2Kb", bc_flat},
-    {"reduce", "naive", "a + (N-1)(Kb + Kg)", rd_naive},
-    {"reduce", "tree", "L(a + Kb + Kg)", rd_tree},
-    {"reduce", "chain", "(N-2+S)(a + K(b + g)/S)", rd_chain},
-    {"reduce", "ring", "(N-2+S)(a + K(b + g)/S): the chain, the ring opened at the root", rd_chain},
-    {"alltoall", "naive", "(N-1)(a + Kb/N)", blocks_direct},
-    {"alltoall", "pairwise", "(N-1)(a + Kb/N)", blocks_direct},
-    {"gather", "naive", "a + (N-1)/N Kb", blocks_hub},
-    {"gather", "tree", "La + (N-1)/N Kb", blocks_tree},
-    {"scatter", "naive", "a + (N-1)/N Kb", blocks_hub},
-    {"scatter", "tree", "La + (N-1)/N Kb", blocks_tree},
+/* [coll] = {formula, time}: the cells of one algorithm's table. */
+#define COST(coll, formula, time) [BATON__COLL_##coll] = {formula, time}
+
+const char baton__cost_legend[] =
+    "a = alpha, b = 1/bandwidth, g = gamma, K bytes, N ranks, L = ceil(log2 N), "
+    "P = largest power of 2 <= N, S = ceil(K/segment), H = hosts";
+
+/* The ring; broadcast and reduce run the chain, the ring opened at the
+ * root. The v-variants: K is all blocks; the largest sets the pace. */
+const baton__cost_row_t baton__ring_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", ar_ring),
+    COST(REDUCE_SCATTER, "(N-1)a + (N-1)/N K(b + g)", rs_ring),
+    COST(REDUCE_SCATTERV, "(N-1)a + (N-1)/N K(b + g)", rs_ring),
+    COST(ALLGATHER, "(N-1)a + (N-1)/N Kb", ag_ring),
+    COST(ALLGATHERV, "(N-1)a + (N-1)/N Kb", ag_ring),
+    COST(BROADCAST, "(N-2+S)(a + Kb/S)", bc_chain),
+    COST(REDUCE, "(N-2+S)(a + K(b + g)/S)", rd_chain),
 };
 
-const baton__model_t *baton__models(int *n) {
-  *n = (int)(sizeof rows / sizeof rows[0]);
-  return rows;
+const baton__cost_row_t baton__flat_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "a + 2Kb + (N-1) Kg", ar_flat),
+    COST(REDUCE_SCATTER, "a + Kb + (N-1)/N Kg", rs_flat),
+    COST(ALLGATHER, "a + Kb", ag_flat),
+    COST(BROADCAST, "a + 2Kb", bc_flat),
+};
+
+const baton__cost_row_t baton__pairwise_costs[BATON__COLL_COUNT] = {
+    COST(ALLTOALL, "(N-1)(a + Kb/N)", blocks_direct),
+};
+
+const baton__cost_row_t baton__tree_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2L(a + Kb) + L Kg", ar_tree), COST(BROADCAST, "L(a + Kb)", bc_tree),
+    COST(REDUCE, "L(a + Kb + Kg)", rd_tree),       COST(GATHER, "La + (N-1)/N Kb", blocks_tree),
+    COST(SCATTER, "La + (N-1)/N Kb", blocks_tree),
+};
+
+const baton__cost_row_t baton__naive_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2a + (N-1)(2Kb + Kg)", ar_naive),
+    COST(REDUCE_SCATTER, "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive),
+    COST(REDUCE_SCATTERV, "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive),
+    COST(ALLGATHER, "2a + (N-1)Kb/N + (N-1)(N-1)/N Kb", ag_naive),
+    COST(ALLGATHERV, "2a + (N-1)Kb/N + (N-1)(N-1)/N Kb", ag_naive),
+    COST(BROADCAST, "a + (N-1)Kb", bc_naive),
+    COST(REDUCE, "a + (N-1)(Kb + Kg)", rd_naive),
+    COST(GATHER, "a + (N-1)/N Kb", blocks_hub),
+    COST(SCATTER, "a + (N-1)/N Kb", blocks_hub),
+};
+
+const baton__cost_row_t baton__hier_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2(L-1)a + 2(L-1)/L Kb + (L-1)/L Kg + (N/L-1) Kg, L hosts", ar_hier),
+};
+
+const baton__cost_row_t baton__rhd_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold]", ar_rhd),
+    COST(REDUCE_SCATTER, "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd),
+    COST(REDUCE_SCATTERV, "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd),
+};
+
+const baton__cost_row_t baton__rd_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "log2(P)(a + Kb + Kg) [+ fold]", ar_rd),
+    COST(ALLGATHER, "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd),
+    COST(ALLGATHERV, "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd),
+};
+
+static const baton__cost_row_t *cell(const baton__algo_t *algo, baton__coll_t coll) {
+  if (!algo || !algo->costs || (unsigned)coll >= BATON__COLL_COUNT || !algo->costs[coll].time)
+    return NULL;
+  return &algo->costs[coll];
 }
 
-double baton__model_time(const char *coll, const char *algo, int n, double bytes,
+double baton__model_time(const baton__algo_t *algo, baton__coll_t coll, int n, double bytes,
                          const baton__cost_t *c) {
-  if (n < 1)
+  const baton__cost_row_t *row = cell(algo, coll);
+  if (!row || n < 1)
     return -1;
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-    if (strcmp(rows[i].coll, coll) == 0 && strcmp(rows[i].algo, algo) == 0)
-      return n == 1 ? 0 : rows[i].time(n, bytes, c);
-  return -1;
+  return n == 1 ? 0 : row->time(n, bytes, c);
+}
+
+const char *baton__model_formula(const baton__algo_t *algo, baton__coll_t coll) {
+  const baton__cost_row_t *row = cell(algo, coll);
+  return row ? row->formula : NULL;
 }

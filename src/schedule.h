@@ -192,10 +192,19 @@ enum {
    * and more than one rank on some host, and it pays a fold and an unfold
    * inside each host on top of its formula. */
   BATON__ALGO_HOST_LEADERS = 1u << 2,
+  /* The algorithm that runs where nothing chooses one (a communicator of
+   * one rank, one without its selection state) and whose times baton-tune
+   * fits the ring's links to: the ring. One row has it. */
+  BATON__ALGO_DEFAULT = 1u << 3,
 };
+
+/* An algorithm's cost for one collective (model.h): the formula as
+ * baton-model prints it and as code. */
+typedef struct baton__cost_row baton__cost_row_t;
 
 typedef struct {
   const char *name;
+  const char *summary;    /* one line: what it is, when it wins */
   unsigned colls;         /* bit (1u << coll) for each collective it serves */
   unsigned scratch_colls; /* those for which a rank may hold the whole message in
                              scratch memory (rhd's reduce-scatter, a tree's inner
@@ -208,6 +217,9 @@ typedef struct {
    * ring order, following the topology). */
   void (*build)(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count, int root,
                 const int *order);
+  /* Its cost per collective, indexed by baton__coll_t (model.c): an entry
+   * for each collective in colls, none for the others. */
+  const baton__cost_row_t *costs;
 } baton__algo_t;
 
 /* The most steps any algorithm of the table needs on `size` ranks. */
@@ -216,6 +228,8 @@ int baton__max_steps(int size);
 /* The table, *n rows; and the row named `name`, or NULL. */
 const baton__algo_t *baton__algos(int *n);
 const baton__algo_t *baton__algo_find(const char *name);
+/* The row with BATON__ALGO_DEFAULT: the ring. */
+const baton__algo_t *baton__algo_default(void);
 /* Collective by name, or BATON__COLL_COUNT. */
 baton__coll_t baton__coll_find(const char *name);
 

@@ -241,7 +241,7 @@ static double measure(const opts_t *o, const char *algo, char *why, size_t whyle
 /* --------------------------------------------------------------- report */
 
 typedef struct {
-  const baton__model_t *m;
+  const baton__algo_t *algo;
   double predicted, measured;
   char why[256];
 } row_t;
@@ -252,23 +252,18 @@ static int by_prediction(const void *a, const void *b) {
 }
 
 static void report(const opts_t *o) {
-  int nm, nrows = 0, na;
-  const baton__model_t *models = baton__models(&nm);
+  int nrows = 0, na;
   const baton__algo_t *algos = baton__algos(&na);
   row_t rows[64];
   baton__coll_t coll = baton__coll_find(o->coll);
-  for (int i = 0; i < nm && nrows < 64; i++) {
-    if (strcmp(models[i].coll, o->coll) != 0)
+  for (int i = 0; i < na && nrows < 64; i++) {
+    if (!baton__model_formula(&algos[i], coll))
       continue;
     row_t *r = &rows[nrows++];
-    r->m = &models[i];
-    r->predicted = baton__model_time(o->coll, models[i].algo, o->n, o->bytes, &o->cost);
+    r->algo = &algos[i];
+    r->predicted = baton__model_time(&algos[i], coll, o->n, o->bytes, &o->cost);
     r->measured = -1;
-    snprintf(r->why, sizeof r->why, "not in this baton yet");
-    for (int a = 0; a < na; a++)
-      if (coll != BATON__COLL_COUNT && strcmp(algos[a].name, models[i].algo) == 0 &&
-          (algos[a].colls & (1u << coll)))
-        snprintf(r->why, sizeof r->why, "-");
+    snprintf(r->why, sizeof r->why, "-");
   }
   if (!nrows)
     die("-c \"%s\": the model knows allreduce, reduce_scatter, allgather, broadcast, "
@@ -281,8 +276,7 @@ static void report(const opts_t *o) {
          "bytes\n",
          o->coll, o->n, size, o->cost.alpha * 1e6, 1e-9 / o->cost.beta, o->cost.gamma * 1e9,
          o->cost.segment);
-  printf("# a = alpha, b = 1/bandwidth, g = gamma, K bytes, L = ceil(log2 N), P = largest "
-         "power of 2 <= N, S = ceil(K/segment)\n");
+  printf("# %s\n", baton__cost_legend);
   printf("%-10s %12s %12s  %s\n", "algorithm", "predicted", o->measure ? "measured" : "",
          "formula");
   for (int i = 0; i < nrows; i++) {
@@ -290,10 +284,10 @@ static void report(const opts_t *o) {
     char pt[32], mt[32] = "";
     fmt_time(r->predicted, pt, sizeof pt);
     if (o->measure && strcmp(r->why, "-") == 0)
-      r->measured = measure(o, r->m->algo, r->why, sizeof r->why);
+      r->measured = measure(o, r->algo->name, r->why, sizeof r->why);
     if (o->measure)
       fmt_time(r->measured, mt, sizeof mt);
-    printf("%-10s %12s %12s  %s", r->m->algo, pt, mt, r->m->formula);
+    printf("%-10s %12s %12s  %s", r->algo->name, pt, mt, baton__model_formula(r->algo, coll));
     if (o->measure && r->measured < 0)
       printf("  (measured: %s)", r->why);
     printf("\n");
