@@ -2,22 +2,25 @@
  * model.c - the alpha-beta-gamma formulas (model.h), one per algorithm.
  *
  * K is the message in bytes as model.h defines it, N the ranks, L =
- * ceil(log2 N), P the largest power of two <= N. Recursive algorithms on a
- * non-power-of-two N first fold the N - P extra ranks into partners (one
- * exchange of K, and a reduction where the collective reduces) and unfold
- * them at the end. Chain algorithms pipeline S = ceil(K / segment) segments
- * down a line of N ranks: N - 2 + S steps of one segment each.
+ * ceil(log2 N), P the largest power of two <= N, H the hosts. Recursive
+ * algorithms on a non-power-of-two N first fold the N - P extra ranks into
+ * partners and unfold them at the end (recursive.h): what moves each way is
+ * what the collective has there, the whole buffer for allreduce, the whole
+ * input in and one chunk out for reduce-scatter, one block in and the
+ * whole output out for allgather, each formula's "[+ fold: ...]". Chain
+ * algorithms (the ring's broadcast and reduce) pipeline S = ceil(K /
+ * segment) segments down a line of N ranks: N - 2 + S steps of one segment
+ * each.
  *
  * "naive" (naive.c) passes everything through one rank: what must be
  * reduced or gathered goes to it, one message per peer, and the result
  * comes back the same way, so its costs add both legs. The hub's N - 1
  * messages of a leg all travel at once (no rank waits for another's), so a
  * leg pays one latency, while its bytes pass the hub one after the other:
- * a + (N-1)Kb per leg. For alltoall it
- * sends straight to every rank that needs the data, one message per peer;
- * "pairwise" sends the same messages in N - 1 steps that pair the ranks up
- * so that no rank receives two at once. The model does not see
- * that contention, so the two cost the same here; measured, they do not.
+ * a + (N-1)Kb per leg. "pairwise" (alltoall) sends one block to every
+ * other rank in N - 1 steps that pair the ranks up so that no rank
+ * receives two at once: N - 1 latencies, which the model counts, against a
+ * contention it does not see.
  *
  * "flat" is one rendezvous (a): each rank copies its input into its
  * mailbox (Kb) and reduces the others' mailboxes straight out of the
@@ -25,7 +28,11 @@
  * mailboxes into its own core costs about one more Kb, whatever N: at N=2
  * and N=4 (2 cores) the measured slopes from 2 KiB to 64 KiB are 2b + g
  * and p(2b + 3g). Charging N Kb for the reads, as a copy through a channel
- * would cost, made flat 2-4 times too dear.
+ * would cost, made flat 2-4 times too dear. The other collectives follow
+ * the same rule, a copy in of what the rank puts in its mailbox and one
+ * more b per byte it ends with: reduce-scatter copies K in and pulls its
+ * chunk of the others' (K/N), allgather copies its block in (K/N) and all
+ * N out (K), broadcast the root's K in and out.
  */
 #include "model.h"
 
@@ -49,6 +56,11 @@ static double fold(int n, double k, const baton__cost_t *c, int moves, int reduc
   if (pow2_below(n) == n)
     return 0;
   return moves * (c->alpha + k * c->beta) + reduces * k * c->gamma;
+}
+/* The one chunk or block a folded rank sends or receives besides: the
+ * unfold of reduce-scatter, the fold of allgather. */
+static double fold_block(int n, double k, const baton__cost_t *c) {
+  return pow2_below(n) == n ? 0 : c->alpha + k / n * c->beta;
 }
 static double segments(double k, const baton__cost_t *c) {
   if (c->segment <= 0 || k <= c->segment)
@@ -75,7 +87,7 @@ FN(ar_rhd,
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
 FN(ar_flat, A + 2 * B + (n - 1) * G)
-/* hier: the leaders' ring over L hosts; the shared-memory fold and unfold
+/* hier: the leaders' ring over H hosts; the shared-memory fold and unfold
  * inside a host are counted as the leader's extra reductions only. */
 static double hosts_of(int n, const baton__cost_t *c) {
   return c->hosts >= 1 && c->hosts <= n ? c->hosts : n;
@@ -84,14 +96,14 @@ FN(ar_hier, 2 * (hosts_of(n, c) - 1) * A + 2 * frac((int)hosts_of(n, c)) * B +
                 frac((int)hosts_of(n, c)) * G + (n / hosts_of(n, c) - 1) * G)
 /* reduce_scatter: K is the input, N blocks of K/N */
 FN(rs_ring, (n - 1) * A + frac(n) * (B + G))
-FN(rs_rhd, log2p(n) * A + frac(pow2_below(n)) * (B + G) + fold(n, k, c, 1, 1))
+FN(rs_rhd, log2p(n) * A + frac(pow2_below(n)) * (B + G) + fold(n, k, c, 1, 1) + fold_block(n, k, c))
 FN(rs_naive, 2 * A + (n - 1) * (B + G) + (n - 1) * B / n)
-FN(rs_flat, A + B + frac(n) * G)
+FN(rs_flat, A + B + B / n + frac(n) * G)
 /* allgather: K is the output, N blocks of K/N */
 FN(ag_ring, (n - 1) * A + frac(n) * B)
-FN(ag_rd, log2p(n) * A + frac(pow2_below(n)) * B + fold(n, k, c, 1, 0))
+FN(ag_rd, log2p(n) * A + frac(pow2_below(n)) * B + fold(n, k, c, 1, 0) + fold_block(n, k, c))
 FN(ag_naive, 2 * A + (n - 1) * B / n + (n - 1) * frac(n) * B)
-FN(ag_flat, A + B)
+FN(ag_flat, A + B / n + B)
 /* broadcast and reduce: K is the buffer */
 FN(bc_naive, A + (n - 1) * B)
 FN(bc_tree, lg(n) * (A + B))
@@ -110,7 +122,8 @@ FN(blocks_tree, lg(n) * A + frac(n) * B)
 
 const char baton__cost_legend[] =
     "a = alpha, b = 1/bandwidth, g = gamma, K bytes, N ranks, L = ceil(log2 N), "
-    "P = largest power of 2 <= N, S = ceil(K/segment), H = hosts";
+    "P = largest power of 2 <= N, S = ceil(K/segment), H = hosts; [+ fold: ...] only when N is "
+    "not a power of 2";
 
 /* The ring; broadcast and reduce run the chain, the ring opened at the
  * root. The v-variants: K is all blocks; the largest sets the pace. */
@@ -126,8 +139,8 @@ const baton__cost_row_t baton__ring_costs[BATON__COLL_COUNT] = {
 
 const baton__cost_row_t baton__flat_costs[BATON__COLL_COUNT] = {
     COST(ALLREDUCE, "a + 2Kb + (N-1) Kg", ar_flat),
-    COST(REDUCE_SCATTER, "a + Kb + (N-1)/N Kg", rs_flat),
-    COST(ALLGATHER, "a + Kb", ag_flat),
+    COST(REDUCE_SCATTER, "a + Kb + Kb/N + (N-1)/N Kg", rs_flat),
+    COST(ALLGATHER, "a + Kb/N + Kb", ag_flat),
     COST(BROADCAST, "a + 2Kb", bc_flat),
 };
 
@@ -154,19 +167,19 @@ const baton__cost_row_t baton__naive_costs[BATON__COLL_COUNT] = {
 };
 
 const baton__cost_row_t baton__hier_costs[BATON__COLL_COUNT] = {
-    COST(ALLREDUCE, "2(L-1)a + 2(L-1)/L Kb + (L-1)/L Kg + (N/L-1) Kg, L hosts", ar_hier),
+    COST(ALLREDUCE, "2(H-1)a + 2(H-1)/H Kb + (H-1)/H Kg + (N/H-1) Kg", ar_hier),
 };
 
 const baton__cost_row_t baton__rhd_costs[BATON__COLL_COUNT] = {
-    COST(ALLREDUCE, "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold]", ar_rhd),
-    COST(REDUCE_SCATTER, "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd),
-    COST(REDUCE_SCATTERV, "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd),
+    COST(ALLREDUCE, "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold: 2a + 2Kb + Kg]", ar_rhd),
+    COST(REDUCE_SCATTER, "log2(P) a + (P-1)/P K(b + g) [+ fold: 2a + Kb + Kb/N + Kg]", rs_rhd),
+    COST(REDUCE_SCATTERV, "log2(P) a + (P-1)/P K(b + g) [+ fold: 2a + Kb + Kb/N + Kg]", rs_rhd),
 };
 
 const baton__cost_row_t baton__rd_costs[BATON__COLL_COUNT] = {
-    COST(ALLREDUCE, "log2(P)(a + Kb + Kg) [+ fold]", ar_rd),
-    COST(ALLGATHER, "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd),
-    COST(ALLGATHERV, "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd),
+    COST(ALLREDUCE, "log2(P)(a + Kb + Kg) [+ fold: 2a + 2Kb + Kg]", ar_rd),
+    COST(ALLGATHER, "log2(P) a + (P-1)/P Kb [+ fold: 2a + Kb/N + Kb]", ag_rd),
+    COST(ALLGATHERV, "log2(P) a + (P-1)/P Kb [+ fold: 2a + Kb/N + Kb]", ag_rd),
 };
 
 static const baton__cost_row_t *cell(const baton__algo_t *algo, baton__coll_t coll) {

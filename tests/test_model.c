@@ -46,6 +46,15 @@ int main(void) {
   near(T(ALLREDUCE, "rd", 8, K, &c), 3 * (a + K * b + K * g), "recursive doubling N=8");
   near(T(ALLREDUCE, "rd", 6, K, &c), 2 * (a + K * b + K * g) + 2 * (a + K * b) + K * g,
        "recursive doubling N=6 folds 2 ranks");
+  near(T(REDUCE_SCATTER, "rhd", 6, K, &c),
+       2 * a + 0.75 * K * (b + g) + (a + K * b + K * g) + (a + K / 6 * b),
+       "rhd reduce_scatter N=6: the fold sends the input in and the chunk out");
+  near(T(ALLGATHER, "rd", 6, K, &c), 2 * a + 0.75 * K * b + (a + K / 6 * b) + (a + K * b),
+       "rd allgather N=6: the fold sends the block in and the output out");
+  near(T(ALLGATHER, "flat", 4, K, &c), a + 1.25 * K * b,
+       "flat allgather N=4: its block into the mailbox, all four out");
+  near(T(REDUCE_SCATTER, "flat", 4, K, &c), a + 1.25 * K * b + 0.75 * K * g,
+       "flat reduce_scatter N=4: the input into the mailbox, its chunk of the others pulled");
   near(T(ALLREDUCE, "rhd", 8, K, &c), 6 * a + 1.75 * K * b + 0.875 * K * g, "Rabenseifner N=8");
   near(T(ALLTOALL, "pairwise", 4, K, &c), 3 * (a + K / 4 * b), "pairwise alltoall");
   near(T(ALLREDUCE, "naive", 4, K, &c), 2 * a + 3 * (2 * K * b + K * g),
