@@ -12,6 +12,7 @@
  * and docs/algorithms.md name it, all from its row. Code elsewhere tells
  * algorithms apart by their traits, never by their names.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "model.h"
@@ -125,6 +126,33 @@ int baton__max_steps(int size) {
   for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
     most = algos[i].max_steps(size) > most ? algos[i].max_steps(size) : most;
   return most;
+}
+
+/* A collective and its v-variant (a count per rank), which a list names
+ * once as "allgather(v)". */
+static const baton__coll_t variants[][2] = {
+    {BATON__COLL_ALLGATHER, BATON__COLL_ALLGATHERV},
+    {BATON__COLL_REDUCE_SCATTER, BATON__COLL_REDUCE_SCATTERV},
+};
+
+const char *baton__algo_colls(const baton__algo_t *algo, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  for (int c = 0; c < BATON__COLL_COUNT && off < len; c++) {
+    const char *suffix = "";
+    int skip = !(algo->colls & (1u << c));
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+      int base = (algo->colls >> variants[i][0]) & 1, v = (algo->colls >> variants[i][1]) & 1;
+      if (c == (int)variants[i][0] && v)
+        suffix = "(v)";
+      if (c == (int)variants[i][1] && base)
+        skip = 1;
+    }
+    if (!skip)
+      off += (size_t)snprintf(buf + off, len - off, "%s%s%s", off ? ", " : "",
+                              baton__coll_name((baton__coll_t)c), suffix);
+  }
+  return buf;
 }
 
 const baton__algo_t *baton__algo_default(void) {

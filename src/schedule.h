@@ -228,6 +228,9 @@ int baton__max_steps(int size);
 /* The table, *n rows; and the row named `name`, or NULL. */
 const baton__algo_t *baton__algos(int *n);
 const baton__algo_t *baton__algo_find(const char *name);
+/* The collectives `algo` serves, for people: "allreduce, allgather(v)"
+ * (a v-variant beside its collective). Returns buf. */
+const char *baton__algo_colls(const baton__algo_t *algo, char *buf, size_t len);
 /* The row with BATON__ALGO_DEFAULT: the ring. */
 const baton__algo_t *baton__algo_default(void);
 /* Collective by name, or BATON__COLL_COUNT. */
