@@ -106,7 +106,7 @@ static void trace_end(baton_comm_t *comm, const call_t *c, baton__coll_t coll, i
 static const baton__algo_t *ring_algo(void) {
   static const baton__algo_t *ring;
   if (!ring)
-    ring = baton__algo_find("ring");
+    ring = baton__algo_default();
   return ring;
 }
 
