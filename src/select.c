@@ -210,11 +210,11 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
   if (!(algo->colls & (1u << coll)))
     return "it does not serve this collective";
   if ((algo->traits & BATON__ALGO_MAILBOX) && !in->flat_fits)
-    return "flat needs every rank on one host and at most BATON_FLAT_BYTES per rank";
+    return "it needs every rank on one host and at most BATON_FLAT_BYTES per rank";
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
     return "it needs more scratch memory than BATON_SCRATCH_BYTES";
   if ((algo->traits & BATON__ALGO_HOST_LEADERS) && (in->hosts < 2 || in->hostmax < 2))
-    return "hier needs ranks on several hosts and more than one rank on some host";
+    return "it needs ranks on several hosts and more than one rank on some host";
   return NULL;
 }
 
