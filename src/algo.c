@@ -6,12 +6,18 @@
  * The executor, the tracer, baton-viz, baton-model and the schedule tests
  * all reach an algorithm's steps through baton__schedule_build(), so a new
  * algorithm (one file in src/coll/ plus one row below) is drawn, traced and
- * tested without touching any of them.
+ * tested without touching any of them; the selection prices it, BATON_ALGO
+ * accepts it, baton-model lists and measures it, and the help of BATON_ALGO
+ * and docs/algorithms.md name it, all from its row (the formulas live in
+ * model.c). Code elsewhere tells algorithms apart by their traits, never by
+ * their names.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo.h"
+#include "model.h"
 
 #define BIT(c) (1u << BATON__COLL_##c)
 #define FLAT_COLLS (BIT(ALLREDUCE) | BIT(REDUCE_SCATTER) | BIT(ALLGATHER) | BIT(BROADCAST))
@@ -25,12 +31,12 @@
   {                                                                                                \
     .name = name_, .summary = summary_, .colls = colls_, .traits = traits_,                        \
     .scratch_colls = scratch_, .layout = layout_, .max_steps = baton__##prefix_##_max_steps,       \
-    .build = baton__##prefix_##_build                                                              \
+    .build = baton__##prefix_##_build, .costs = baton__##prefix_##_costs                           \
   }
 
 static const baton__algo_t algos[] = {
     ALGO("ring", "pipelined ring (chain for broadcast and reduce): bandwidth-optimal, 2(N-1) steps",
-         RING_COLLS, BATON__ALGO_RING_LINKS, 0, "ring", ring),
+         RING_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_DEFAULT, 0, "ring", ring),
     ALGO("flat", "one rendezvous through the host's shared-memory mailboxes: small messages",
          FLAT_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX, 0, "ring", flat),
     ALGO("pairwise", "alltoall in N-1 steps, each rank sending one block and receiving one",
@@ -58,6 +64,40 @@ int baton__max_steps(int size) {
   for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
     most = algos[i].max_steps(size) > most ? algos[i].max_steps(size) : most;
   return most;
+}
+
+/* A collective and its v-variant (a count per rank), which a list names
+ * once as "allgather(v)". */
+static const baton__coll_t variants[][2] = {
+    {BATON__COLL_ALLGATHER, BATON__COLL_ALLGATHERV},
+    {BATON__COLL_REDUCE_SCATTER, BATON__COLL_REDUCE_SCATTERV},
+};
+
+const char *baton__algo_colls(const baton__algo_t *algo, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  for (int c = 0; c < BATON__COLL_COUNT && off < len; c++) {
+    const char *suffix = "";
+    int skip = !(algo->colls & (1u << c));
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+      int base = (algo->colls >> variants[i][0]) & 1, v = (algo->colls >> variants[i][1]) & 1;
+      if (c == (int)variants[i][0] && v)
+        suffix = "(v)";
+      if (c == (int)variants[i][1] && base)
+        skip = 1;
+    }
+    if (!skip)
+      off += (size_t)snprintf(buf + off, len - off, "%s%s%s", off ? ", " : "",
+                              baton__coll_name((baton__coll_t)c), suffix);
+  }
+  return buf;
+}
+
+const baton__algo_t *baton__algo_default(void) {
+  for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++)
+    if (algos[i].traits & BATON__ALGO_DEFAULT)
+      return &algos[i];
+  return &algos[0];
 }
 
 const baton__algo_t *baton__algo_find(const char *name) {

@@ -22,7 +22,15 @@ enum {
    * and more than one rank on some host, and it pays a fold and an unfold
    * inside each host on top of its formula. */
   BATON__ALGO_HOST_LEADERS = 1u << 2,
+  /* The algorithm that runs where nothing chooses one (a communicator of
+   * one rank, one without its selection state) and whose times baton-tune
+   * fits the ring's links to: the ring. One row has it. */
+  BATON__ALGO_DEFAULT = 1u << 3,
 };
+
+/* An algorithm's cost for one collective (model.h): the formula as
+ * baton-model prints it and as code. */
+typedef struct baton__cost_row baton__cost_row_t;
 
 typedef struct baton__algo {
   const char *name;
@@ -37,6 +45,9 @@ typedef struct baton__algo {
   /* Fills s (s->cap >= max_steps(size)) for one rank of the call b
    * describes; 0, or -1 when it cannot (s is then void). */
   int (*build)(baton__sched_t *s, const baton__build_t *b);
+  /* Its cost per collective, indexed by baton__coll_t (model.c): an entry
+   * for every collective it serves, and only for those. */
+  const baton__cost_row_t *costs;
 } baton__algo_t;
 
 /* The most steps any algorithm of the table needs on `size` ranks. */
@@ -45,6 +56,11 @@ int baton__max_steps(int size);
 /* The table, *n rows; and the row named `name`, or NULL. */
 const baton__algo_t *baton__algos(int *n);
 const baton__algo_t *baton__algo_find(const char *name);
+/* The collectives algo serves, for people: "allreduce, allgather(v), ..."
+ * (a v-variant beside its collective). Returns buf. */
+const char *baton__algo_colls(const baton__algo_t *algo, char *buf, size_t len);
+/* The row with BATON__ALGO_DEFAULT: the ring. */
+const baton__algo_t *baton__algo_default(void);
 /* 1 + the row's index: how a call's signature names its algorithm. */
 int baton__algo_id(const baton__algo_t *algo);
 

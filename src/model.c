@@ -2,22 +2,25 @@
  * model.c - the alpha-beta-gamma formulas (model.h), one per algorithm.
  *
  * K is the message in bytes as model.h defines it, N the ranks, L =
- * ceil(log2 N), P the largest power of two <= N. Recursive algorithms on a
- * non-power-of-two N first fold the N - P extra ranks into partners (one
- * exchange of K, and a reduction where the collective reduces) and unfold
- * them at the end. Chain algorithms pipeline S = ceil(K / segment) segments
- * down a line of N ranks: N - 2 + S steps of one segment each.
+ * ceil(log2 N), P the largest power of two <= N, H the hosts. Recursive
+ * algorithms on a non-power-of-two N first fold the N - P extra ranks into
+ * partners and unfold them at the end (recursive.h): what moves each way is
+ * what the collective has there, the whole buffer for allreduce, the whole
+ * input in and one chunk out for reduce-scatter, one block in and the
+ * whole output out for allgather, each formula's "[+ fold: ...]". Chain
+ * algorithms (the ring's broadcast and reduce) pipeline S = ceil(K /
+ * segment) segments down a line of N ranks: N - 2 + S steps of one segment
+ * each.
  *
  * "naive" (naive.c) passes everything through one rank: what must be
  * reduced or gathered goes to it, one message per peer, and the result
  * comes back the same way, so its costs add both legs. The hub's N - 1
  * messages of a leg all travel at once (no rank waits for another's), so a
  * leg pays one latency, while its bytes pass the hub one after the other:
- * a + (N-1)Kb per leg. For alltoall it
- * sends straight to every rank that needs the data, one message per peer;
- * "pairwise" sends the same messages in N - 1 steps that pair the ranks up
- * so that no rank receives two at once. The model does not see
- * that contention, so the two cost the same here; measured, they do not.
+ * a + (N-1)Kb per leg. "pairwise" (alltoall) sends one block to every
+ * other rank in N - 1 steps that pair the ranks up so that no rank
+ * receives two at once: N - 1 latencies, which the model counts, against a
+ * contention it does not see.
  *
  * "flat" is one rendezvous (a): each rank copies its input into its
  * mailbox (Kb) and reduces the others' mailboxes straight out of the
@@ -25,10 +28,12 @@
  * mailboxes into its own core costs about one more Kb, whatever N: at N=2
  * and N=4 (2 cores) the measured slopes from 2 KiB to 64 KiB are 2b + g
  * and p(2b + 3g). Charging N Kb for the reads, as a copy through a channel
- * would cost, made flat 2-4 times too dear.
+ * would cost, made flat 2-4 times too dear. The other collectives follow
+ * the same rule, a copy in of what the rank puts in its mailbox and one
+ * more b per byte it ends with: reduce-scatter copies K in and pulls its
+ * chunk of the others' (K/N), allgather copies its block in (K/N) and all
+ * N out (K), broadcast the root's K in and out.
  */
-#include <string.h>
-
 #include "model.h"
 
 /* No libm: the library links only libc and pthreads. */
@@ -51,6 +56,11 @@ static double fold(int n, double k, const baton__cost_t *c, int moves, int reduc
   if (pow2_below(n) == n)
     return 0;
   return moves * (c->alpha + k * c->beta) + reduces * k * c->gamma;
+}
+/* The one chunk or block a folded rank sends or receives besides: the
+ * unfold of reduce-scatter, the fold of allgather. */
+static double fold_block(int n, double k, const baton__cost_t *c) {
+  return pow2_below(n) == n ? 0 : c->alpha + k / n * c->beta;
 }
 static double segments(double k, const baton__cost_t *c) {
   if (c->segment <= 0 || k <= c->segment)
@@ -77,7 +87,7 @@ FN(ar_rhd,
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
 FN(ar_flat, A + 2 * B + (n - 1) * G)
-/* hier: the leaders' ring over L hosts; the shared-memory fold and unfold
+/* hier: the leaders' ring over H hosts; the shared-memory fold and unfold
  * inside a host are counted as the leader's extra reductions only. */
 static double hosts_of(int n, const baton__cost_t *c) {
   return c->hosts >= 1 && c->hosts <= n ? c->hosts : n;
@@ -86,14 +96,14 @@ FN(ar_hier, 2 * (hosts_of(n, c) - 1) * A + 2 * frac((int)hosts_of(n, c)) * B +
                 frac((int)hosts_of(n, c)) * G + (n / hosts_of(n, c) - 1) * G)
 /* reduce_scatter: K is the input, N blocks of K/N */
 FN(rs_ring, (n - 1) * A + frac(n) * (B + G))
-FN(rs_rhd, log2p(n) * A + frac(pow2_below(n)) * (B + G) + fold(n, k, c, 1, 1))
+FN(rs_rhd, log2p(n) * A + frac(pow2_below(n)) * (B + G) + fold(n, k, c, 1, 1) + fold_block(n, k, c))
 FN(rs_naive, 2 * A + (n - 1) * (B + G) + (n - 1) * B / n)
-FN(rs_flat, A + B + frac(n) * G)
+FN(rs_flat, A + B + B / n + frac(n) * G)
 /* allgather: K is the output, N blocks of K/N */
 FN(ag_ring, (n - 1) * A + frac(n) * B)
-FN(ag_rd, log2p(n) * A + frac(pow2_below(n)) * B + fold(n, k, c, 1, 0))
+FN(ag_rd, log2p(n) * A + frac(pow2_below(n)) * B + fold(n, k, c, 1, 0) + fold_block(n, k, c))
 FN(ag_naive, 2 * A + (n - 1) * B / n + (n - 1) * frac(n) * B)
-FN(ag_flat, A + B)
+FN(ag_flat, A + B / n + B)
 /* broadcast and reduce: K is the buffer */
 FN(bc_naive, A + (n - 1) * B)
 FN(bc_tree, lg(n) * (A + B))
@@ -102,65 +112,91 @@ FN(bc_flat, A + 2 * B)
 FN(rd_naive, A + (n - 1) * (B + G))
 FN(rd_tree, lg(n) * (A + B + G))
 FN(rd_chain, (n - 2 + segments(k, c)) * (A + (B + G) / segments(k, c)))
-FN(rd_ring, 2 * (n - 1) * A + 2 * frac(n) * B + frac(n) * G)
 /* alltoall, gather, scatter: K is N blocks of K/N */
 FN(blocks_direct, (n - 1) * (A + B / n))
 FN(blocks_hub, A + frac(n) * B)
 FN(blocks_tree, lg(n) * A + frac(n) * B)
 
-static const baton__model_t rows[] = {
-    {"allreduce", "ring", "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", ar_ring},
-    {"allreduce", "naive", "2a + (N-1)(2Kb + Kg)", ar_naive},
-    {"allreduce", "rhd", "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold]", ar_rhd},
-    {"allreduce", "rd", "log2(P)(a + Kb + Kg) [+ fold]", ar_rd},
-    {"allreduce", "tree", "2L(a + Kb) + L Kg", ar_tree},
-    {"allreduce", "flat", "a + 2Kb + (N-1) Kg", ar_flat},
-    {"allreduce", "hier", "2(L-1)a + 2(L-1)/L Kb + (L-1)/L Kg + (N/L-1) Kg, L hosts", ar_hier},
-    {"reduce_scatter", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"reduce_scatter", "naive", "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive},
-    {"reduce_scatterv", "naive", "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive},
-    {"reduce_scatter", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
-    {"reduce_scatter", "pairwise", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"reduce_scatter", "flat", "a + Kb + (N-1)/N Kg", rs_flat},
-    {"allgather", "ring", "(N-1)a + (N-1)/N Kb", ag_ring},
-    {"allgatherv", "ring", "(N-1)a + (N-1)/N Kb (K: all blocks; the largest sets the pace)",
-     ag_ring},
-    {"reduce_scatterv", "ring", "(N-1)a + (N-1)/N K(b + g)", rs_ring},
-    {"reduce_scatterv", "rhd", "log2(P) a + (P-1)/P K(b + g) [+ fold]", rs_rhd},
-    {"allgatherv", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
-    {"allgather", "naive", "2a + (N-1)Kb/N + (N-1)(N-1)/N Kb", ag_naive},
-    {"allgatherv", "naive", "2a + (N-1)Kb/N + (N-1)(N-1)/N Kb", ag_naive},
-    {"allgather", "rd", "log2(P) a + (P-1)/P Kb [+ fold]", ag_rd},
-    {"allgather", "pairwise", "(N-1)a + (N-1)/N Kb", ag_ring},
-    {"allgather", "flat", "a + Kb", ag_flat},
-    {"broadcast", "naive", "a + (N-1)Kb", bc_naive},
-    {"broadcast", "tree", "L(a + Kb)", bc_tree},
-    {"broadcast", "chain", "(N-2+S)(a + Kb/S)", bc_chain},
-    {"broadcast", "ring", "(N-2+S)(a + Kb/S): the chain, the ring opened at the root", bc_chain},
-    {"broadcast", "flat", "a + 2Kb", bc_flat},
-    {"reduce", "naive", "a + (N-1)(Kb + Kg)", rd_naive},
-    {"reduce", "tree", "L(a + Kb + Kg)", rd_tree},
-    {"reduce", "chain", "(N-2+S)(a + K(b + g)/S)", rd_chain},
-    {"reduce", "ring", "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", rd_ring},
-    {"alltoall", "naive", "(N-1)(a + Kb/N)", blocks_direct},
-    {"alltoall", "pairwise", "(N-1)(a + Kb/N)", blocks_direct},
-    {"gather", "naive", "a + (N-1)/N Kb", blocks_hub},
-    {"gather", "tree", "La + (N-1)/N Kb", blocks_tree},
-    {"scatter", "naive", "a + (N-1)/N Kb", blocks_hub},
-    {"scatter", "tree", "La + (N-1)/N Kb", blocks_tree},
+/* [coll] = {formula, time}: the cells of one algorithm's table. */
+#define COST(coll, formula, time) [BATON__COLL_##coll] = {formula, time}
+
+const char baton__cost_legend[] =
+    "a = alpha, b = 1/bandwidth, g = gamma, K bytes, N ranks, L = ceil(log2 N), "
+    "P = largest power of 2 <= N, S = ceil(K/segment), H = hosts; [+ fold: ...] only when N is "
+    "not a power of 2";
+
+/* The ring; broadcast and reduce run the chain, the ring opened at the
+ * root. The v-variants: K is all blocks; the largest sets the pace. */
+const baton__cost_row_t baton__ring_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2(N-1)a + 2(N-1)/N Kb + (N-1)/N Kg", ar_ring),
+    COST(REDUCE_SCATTER, "(N-1)a + (N-1)/N K(b + g)", rs_ring),
+    COST(REDUCE_SCATTERV, "(N-1)a + (N-1)/N K(b + g)", rs_ring),
+    COST(ALLGATHER, "(N-1)a + (N-1)/N Kb", ag_ring),
+    COST(ALLGATHERV, "(N-1)a + (N-1)/N Kb", ag_ring),
+    COST(BROADCAST, "(N-2+S)(a + Kb/S)", bc_chain),
+    COST(REDUCE, "(N-2+S)(a + K(b + g)/S)", rd_chain),
 };
 
-const baton__model_t *baton__models(int *n) {
-  *n = (int)(sizeof rows / sizeof rows[0]);
-  return rows;
+const baton__cost_row_t baton__flat_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "a + 2Kb + (N-1) Kg", ar_flat),
+    COST(REDUCE_SCATTER, "a + Kb + Kb/N + (N-1)/N Kg", rs_flat),
+    COST(ALLGATHER, "a + Kb/N + Kb", ag_flat),
+    COST(BROADCAST, "a + 2Kb", bc_flat),
+};
+
+const baton__cost_row_t baton__pairwise_costs[BATON__COLL_COUNT] = {
+    COST(ALLTOALL, "(N-1)(a + Kb/N)", blocks_direct),
+};
+
+const baton__cost_row_t baton__tree_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2L(a + Kb) + L Kg", ar_tree), COST(BROADCAST, "L(a + Kb)", bc_tree),
+    COST(REDUCE, "L(a + Kb + Kg)", rd_tree),       COST(GATHER, "La + (N-1)/N Kb", blocks_tree),
+    COST(SCATTER, "La + (N-1)/N Kb", blocks_tree),
+};
+
+const baton__cost_row_t baton__naive_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2a + (N-1)(2Kb + Kg)", ar_naive),
+    COST(REDUCE_SCATTER, "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive),
+    COST(REDUCE_SCATTERV, "2a + (N-1)(Kb + Kg) + (N-1)Kb/N", rs_naive),
+    COST(ALLGATHER, "2a + (N-1)Kb/N + (N-1)(N-1)/N Kb", ag_naive),
+    COST(ALLGATHERV, "2a + (N-1)Kb/N + (N-1)(N-1)/N Kb", ag_naive),
+    COST(BROADCAST, "a + (N-1)Kb", bc_naive),
+    COST(REDUCE, "a + (N-1)(Kb + Kg)", rd_naive),
+    COST(GATHER, "a + (N-1)/N Kb", blocks_hub),
+    COST(SCATTER, "a + (N-1)/N Kb", blocks_hub),
+};
+
+const baton__cost_row_t baton__hier_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2(H-1)a + 2(H-1)/H Kb + (H-1)/H Kg + (N/H-1) Kg", ar_hier),
+};
+
+const baton__cost_row_t baton__rhd_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold: 2a + 2Kb + Kg]", ar_rhd),
+    COST(REDUCE_SCATTER, "log2(P) a + (P-1)/P K(b + g) [+ fold: 2a + Kb + Kb/N + Kg]", rs_rhd),
+    COST(REDUCE_SCATTERV, "log2(P) a + (P-1)/P K(b + g) [+ fold: 2a + Kb + Kb/N + Kg]", rs_rhd),
+};
+
+const baton__cost_row_t baton__rd_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "log2(P)(a + Kb + Kg) [+ fold: 2a + 2Kb + Kg]", ar_rd),
+    COST(ALLGATHER, "log2(P) a + (P-1)/P Kb [+ fold: 2a + Kb/N + Kb]", ag_rd),
+    COST(ALLGATHERV, "log2(P) a + (P-1)/P Kb [+ fold: 2a + Kb/N + Kb]", ag_rd),
+};
+
+static const baton__cost_row_t *cell(const baton__algo_t *algo, baton__coll_t coll) {
+  if (!algo || !algo->costs || (unsigned)coll >= BATON__COLL_COUNT || !algo->costs[coll].time)
+    return NULL;
+  return &algo->costs[coll];
 }
 
-double baton__model_time(const char *coll, const char *algo, int n, double bytes,
+double baton__model_time(const baton__algo_t *algo, baton__coll_t coll, int n, double bytes,
                          const baton__cost_t *c) {
-  if (n < 1)
+  const baton__cost_row_t *row = cell(algo, coll);
+  if (!row || n < 1)
     return -1;
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-    if (strcmp(rows[i].coll, coll) == 0 && strcmp(rows[i].algo, algo) == 0)
-      return n == 1 ? 0 : rows[i].time(n, bytes, c);
-  return -1;
+  return n == 1 ? 0 : row->time(n, bytes, c);
+}
+
+const char *baton__model_formula(const baton__algo_t *algo, baton__coll_t coll) {
+  const baton__cost_row_t *row = cell(algo, coll);
+  return row ? row->formula : NULL;
 }

@@ -9,6 +9,8 @@
 #ifndef BATON_MODEL_H
 #define BATON_MODEL_H
 
+#include "algo.h"
+
 typedef struct {
   double alpha;   /* seconds per message (latency) */
   double beta;    /* seconds per byte moved (1 / bandwidth) */
@@ -17,21 +19,37 @@ typedef struct {
   double hosts;   /* hosts the ranks are spread over (hier); 0: one rank each */
 } baton__cost_t;
 
-typedef struct {
-  const char *coll, *algo;
-  const char *formula; /* for people: K bytes, N ranks, L = ceil(log2 N) */
+/* One cell of an algorithm's cost table (baton__algo_t.costs, indexed by
+ * baton__coll_t): the formula for people, in the symbols of
+ * baton__cost_legend, and the same as code. Both NULL for a collective
+ * the algorithm does not serve. */
+struct baton__cost_row {
+  const char *formula;
   double (*time)(int n, double bytes, const baton__cost_t *c);
-} baton__model_t;
+};
 
-/* Every (collective, algorithm) the model knows, *n rows. */
-const baton__model_t *baton__models(int *n);
+/* The cost tables of the rows of algo.c's table, one per algorithm. */
+extern const baton__cost_row_t baton__ring_costs[BATON__COLL_COUNT];
+extern const baton__cost_row_t baton__flat_costs[BATON__COLL_COUNT];
+extern const baton__cost_row_t baton__pairwise_costs[BATON__COLL_COUNT];
+extern const baton__cost_row_t baton__tree_costs[BATON__COLL_COUNT];
+extern const baton__cost_row_t baton__naive_costs[BATON__COLL_COUNT];
+extern const baton__cost_row_t baton__hier_costs[BATON__COLL_COUNT];
+extern const baton__cost_row_t baton__rhd_costs[BATON__COLL_COUNT];
+extern const baton__cost_row_t baton__rd_costs[BATON__COLL_COUNT];
+
+/* What the symbols of the formulas mean, one line. */
+extern const char baton__cost_legend[];
 
 /* Predicted seconds for `algo` doing `coll` on n ranks with a message of
  * `bytes` (the larger buffer of the call, as baton-bench counts it: the
  * buffer of allreduce, broadcast and reduce; all N blocks for
  * reduce_scatter's input, allgather's and gather's output, scatter's
- * input, and each rank's alltoall buffer). -1 when there is no such row. */
-double baton__model_time(const char *coll, const char *algo, int n, double bytes,
+ * input, and each rank's alltoall buffer). -1 when algo does not serve
+ * coll; 0 on one rank. */
+double baton__model_time(const baton__algo_t *algo, baton__coll_t coll, int n, double bytes,
                          const baton__cost_t *c);
+/* The formula of `algo` for `coll`, or NULL when it does not serve it. */
+const char *baton__model_formula(const baton__algo_t *algo, baton__coll_t coll);
 
 #endif /* BATON_MODEL_H */

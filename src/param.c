@@ -5,6 +5,7 @@
  * print the table for `baton-bench --params` and the README.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <strings.h>
 
 #include "internal.h"
+#include "algo.h"
 
 /* P_SECRET is a string whose value is never logged. */
 typedef enum { P_INT, P_DOUBLE, P_BYTES, P_STRING, P_LEVEL, P_SUBSYS, P_SECRET } ptype_t;
@@ -23,6 +25,8 @@ typedef struct {
   const char *def; /* default, in the same syntax as the variable */
   double min, max; /* inclusive range for numbers */
   size_t offset;   /* field in baton__params_t */
+  /* NULL for BATON_ALGO alone, whose description is made from the table
+   * of algorithms (algo_desc), so that it names every one. */
   const char *desc;
 } param_row_t;
 
@@ -42,7 +46,7 @@ static const param_row_t rows[] = {
     {"BATON_SEGMENT_BYTES", P_BYTES, "256K", 64, 64 << 20, F(segment_bytes),
      "pipeline unit: each chunk moves in segments of at most this many bytes"},
     {"BATON_SHM_SLOTS", P_INT, "8", 4, 256, F(shm_slots),
-     "segments in flight on each shared-memory channel"},
+     "segments in flight on each channel, shared-memory and TCP alike"},
     {"BATON_SPIN_US", P_INT, "20", 0, 1000000, F(spin_us),
      "shared memory: microseconds a waiter spins before it sleeps on a futex"},
     {"BATON_FLAT_BYTES", P_BYTES, "64K", 0, 16 << 20, F(flat_bytes),
@@ -67,9 +71,7 @@ static const param_row_t rows[] = {
     {"BATON_SCRATCH_BYTES", P_BYTES, "256M", 0, 1e18, F(scratch_bytes),
      "most scratch memory an algorithm may use for blocks a rank only passes on; "
      "an algorithm that would need more gives way to the next best"},
-    {"BATON_ALGO", P_STRING, "", 0, 0, F(algo),
-     "force algorithms: a name for every collective it serves (rhd) or coll:name,... "
-     "(allreduce:ring,broadcast:tree); names: ring, naive, rhd, rd, tree, pairwise, flat"},
+    {"BATON_ALGO", P_STRING, "", 0, 0, F(algo), NULL},
     {"BATON_TUNE_FILE", P_STRING, "", 0, 0, F(tune_file),
      "alpha-beta-gamma costs per link (shm, pair, tcp) written by baton-tune, read by rank 0 "
      "(default: $XDG_CACHE_HOME/baton/tune or ~/.cache/baton/tune when it exists)"},
@@ -78,6 +80,29 @@ static const param_row_t rows[] = {
     {"BATON_SECRET", P_SECRET, "", 0, 0, F(secret),
      "the job's shared secret: every connection proves it knows it (HMAC); baton-run sets one"},
 };
+
+/* BATON_ALGO's description: the syntax, then every algorithm of the table
+ * with the collectives it serves. */
+static char algo_text[1024];
+static void algo_desc_once(void) {
+  int n;
+  const baton__algo_t *all = baton__algos(&n);
+  size_t off = (size_t)snprintf(algo_text, sizeof algo_text,
+                                "force algorithms: a name for every collective it serves (rhd) or "
+                                "coll:name,... (allreduce:ring,broadcast:tree); names:");
+  for (int i = 0; i < n && off < sizeof algo_text; i++) {
+    char colls[256];
+    off += (size_t)snprintf(algo_text + off, sizeof algo_text - off, "%s %s (%s)", i ? "," : "",
+                            all[i].name, baton__algo_colls(&all[i], colls, sizeof colls));
+  }
+}
+static const char *algo_desc(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, algo_desc_once);
+  return algo_text;
+}
+
+static const char *desc_of(const param_row_t *r) { return r->desc ? r->desc : algo_desc(); }
 
 static const char *const type_names[] = {"int",   "float", "bytes", "string",
                                          "level", "list",  "secret"};
@@ -214,7 +239,7 @@ int baton__params_load(baton__params_t *p, char *err, size_t errlen) {
       describe_range(&rows[i], range, sizeof range);
       snprintf(err, errlen, "%s=\"%s\" is not a valid %s (range %s): %s", rows[i].name,
                rows[i].type == P_SECRET ? "(not shown)" : s, type_names[rows[i].type], range,
-               rows[i].desc);
+               desc_of(&rows[i]));
       return BATON_EUSAGE;
     }
   }
@@ -243,7 +268,7 @@ const char *baton_params_describe(void) {
     describe_range(&rows[i], range, sizeof range);
     off += (size_t)snprintf(text + off, sizeof text - off, "%-20s %-6s %-8s %-18s %s\n",
                             rows[i].name, type_names[rows[i].type],
-                            rows[i].def[0] ? rows[i].def : "\"\"", range, rows[i].desc);
+                            rows[i].def[0] ? rows[i].def : "\"\"", range, desc_of(&rows[i]));
   }
   return text;
 }

@@ -210,11 +210,11 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
   if (!(algo->colls & (1u << coll)))
     return "it does not serve this collective";
   if ((algo->traits & BATON__ALGO_MAILBOX) && !in->flat_fits)
-    return "flat needs every rank on one host and at most BATON_FLAT_BYTES per rank";
+    return "it needs every rank on one host and at most BATON_FLAT_BYTES per rank";
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
     return "it needs more scratch memory than BATON_SCRATCH_BYTES";
   if ((algo->traits & BATON__ALGO_HOST_LEADERS) && (in->hosts < 2 || in->hostmax < 2))
-    return "hier needs ranks on several hosts and more than one rank on some host";
+    return "it needs ranks on several hosts and more than one rank on some host";
   return NULL;
 }
 
@@ -227,13 +227,12 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
  * segment; flat is one rendezvous whatever its size. */
 double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
                              baton__coll_t coll, double bytes) {
-  const char *name = baton__coll_name(coll);
   int flat = (algo->traits & BATON__ALGO_MAILBOX) != 0;
   int ring_links = (algo->traits & BATON__ALGO_RING_LINKS) != 0, ring = ring_links && !flat;
   int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
   const baton__cost_t *c = flat ? &in->flat : ring_links ? &in->ring : &in->pair;
   double piece = ring_links ? in->ring_piece : in->pair_piece;
-  double t = baton__model_time(name, algo->name, in->size, bytes, c);
+  double t = baton__model_time(algo, coll, in->size, bytes, c);
   if (t > 0 && (algo->traits & BATON__ALGO_HOST_LEADERS)) {
     /* Its formula counts the fold and unfold inside a host as reductions
      * only; each is also a message of the whole buffer per other rank of
@@ -250,8 +249,7 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
   if (rounds <= 1)
     return t;
   const baton__cost_t per_msg = {.alpha = 1, .segment = c->segment};
-  return t +
-         (rounds - 1) * baton__model_time(name, algo->name, in->size, bytes, &per_msg) * c->alpha;
+  return t + (rounds - 1) * baton__model_time(algo, coll, in->size, bytes, &per_msg) * c->alpha;
 }
 
 double baton__select_piece(const baton_comm_t *comm, int ring) {
@@ -486,7 +484,7 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
 const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                    size_t elsize) {
   if (comm->size == 1 || !comm->select)
-    return comm->forced[coll] ? comm->forced[coll] : baton__algo_find("ring");
+    return comm->forced[coll] ? comm->forced[coll] : baton__algo_default();
   double bytes = baton__model_bytes(coll, count, elsize, comm->size);
   int b = bucket(bytes);
   if (comm->select->cache[coll][b].algo && comm->select->cache[coll][b].bytes == bytes)

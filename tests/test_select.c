@@ -50,15 +50,14 @@ static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton
   int rooted = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
   const baton__cost_t *c = flat ? &in->flat : ring ? &in->ring : &in->pair;
   double piece = ring || flat ? in->ring_piece : in->pair_piece;
-  const char *name = baton__coll_name(coll);
-  double t = baton__model_time(name, a->name, in->size, bytes, c);
+  double t = baton__model_time(a, coll, in->size, bytes, c);
   if (t > 0 && strcmp(a->name, "hier") == 0) { /* the fold and unfold inside a host */
     const baton__cost_t *l = in->tcp_inside ? c : &in->local;
     double m = c->hosts >= 1 ? in->size / c->hosts : 1;
     t += 2 * (m - 1) * (l->alpha + bytes * l->beta);
   }
   baton__cost_t one_a = {.alpha = 1, .segment = c->segment};
-  double msgs = baton__model_time(name, a->name, in->size, bytes, &one_a);
+  double msgs = baton__model_time(a, coll, in->size, bytes, &one_a);
   double chunk = rooted ? bytes : bytes / in->size, rounds = 1;
   while (rounds * piece < chunk)
     rounds++;

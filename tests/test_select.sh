@@ -64,7 +64,7 @@ fi
 BATON_TRANSPORT=tcp BATON_ALGO=allreduce:flat BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL \
   "$RUN" -n 2 "$BENCH" -b 8 -e 4K -f 8 -w 1 -n 3 --check >"$tmp/tcp" 2>&1 ||
   fail "BATON_ALGO=allreduce:flat over TCP failed: $(tail -3 "$tmp/tcp")"
-n=$(grep -c 'allreduce: BATON_ALGO asks for flat, but flat needs every rank on one host' "$tmp/tcp")
+n=$(grep -c 'allreduce: BATON_ALGO asks for flat, but it needs every rank on one host' "$tmp/tcp")
 if [ "$n" = 2 ]; then ok; else fail "flat over TCP: want the reason once per rank, got $n"; fi
 if grep -Eq 'on 2 ranks \(tcp\): .* -> [a-z]+$' "$tmp/tcp" && ! grep -q ' -> flat' "$tmp/tcp"; then ok; else
   fail "flat over TCP: no tcp decision for another algorithm: $(grep 'on 2 ranks' "$tmp/tcp" | head -2)"

@@ -19,6 +19,10 @@
 #    one per algorithm forced with BATON_ALGO at N = 5, renders with
 #    --trace, well-formed, to the same panels and labels as the schedule
 #    drawn offline for the same call.
+#  - baton-model lists, for a collective, exactly the algorithms that serve
+#    it; --measure at N = 2 and 3 gives each allreduce algorithm a measured
+#    time or a reason from its traits (hier on one host); --list-algorithms
+#    names every algorithm baton-viz draws.
 #  - Bad input to either tool is a clear error (exit 2), not a crash.
 # Needs xmllint (Debian: libxml2-utils).
 set -u
@@ -214,14 +218,33 @@ bad "nonesuch" "$MODEL" -c nonesuch -n 4 -s 1M
 line=$("$MODEL" -c allreduce -n 16 -s 64M --alpha 0 --bw 12.5GB/s | grep '^ring ')
 check "baton-model ring allreduce N=16 64M 12.5GB/s = 10.066 ms: $line" \
   sh -c "echo '$line' | grep -q ' 10.066 ms'"
-check "baton-model lists every algorithm of broadcast" \
-  test "$("$MODEL" -c broadcast -n 8 -s 1M | grep -cE '^(naive|tree|chain) ')" = 3
-line=$("$MODEL" -c allreduce -n 2 -s 1M --measure --iters 2 | grep '^ring ')
-check "baton-model --measure times the ring: $line" \
-  sh -c "echo '$line' | grep -qE '^ring +[0-9.]+ [mu]?s +[0-9.]+ [mu]?s'"
-line=$("$MODEL" -c broadcast -n 3 -s 1M --measure --iters 2 | grep '^ring ')
+want=$("$VIZ" --list | awk '$1 == "broadcast" {print $2}' | sort | tr '\n' ' ')
+got=$("$MODEL" -c broadcast -n 8 -s 1M | awk 'NR > 3 && !/^#/ {print $1}' | sort | tr '\n' ' ')
+check "baton-model lists every algorithm of broadcast, and only those: $got" test "$got" = "$want"
+# baton-model --measure: every algorithm of the table that serves the
+# collective is run, forced with BATON_ALGO, or says why it cannot run here
+# from its traits (hier needs several hosts; flat, shared memory).
+for n in 2 3; do
+  "$MODEL" -c allreduce -n $n -s 1K --measure --iters 5 >"$tmp/measure" 2>&1
+  for algo in $("$VIZ" --list | awk '$1 == "allreduce" {print $2}'); do
+    line=$(grep "^$algo " "$tmp/measure")
+    if grep -qE "^$algo +[0-9.]+ [mu]?s +[0-9.]+ [mu]?s " <<<"$line" ||
+       grep -qE "\(measured: $algo (folds each host|meets in shared-memory|takes at most)" <<<"$line"; then
+      ok
+    else
+      fail "baton-model --measure -n $n: $algo has neither a measured time nor a reason: ${line:-no row}"
+    fi
+  done
+  check "baton-model --measure -n $n: hier, on one host, says it needs several" \
+    grep -q "^hier .*(measured: hier folds each host into a leader: it needs several hosts" "$tmp/measure"
+  check "baton-model --measure -n $n: every knob found" sh -c "! grep -q 'no knob selects' '$tmp/measure'"
+done
+line=$("$MODEL" -c broadcast -n 3 -s 1K --measure --iters 5 | grep '^ring ')
 check "baton-model --measure times the broadcast: $line" \
   sh -c "echo '$line' | grep -qE '^ring +[0-9.]+ [mu]?s +[0-9.]+ [mu]?s'"
+check "baton-model --list-algorithms names every algorithm baton-viz draws" \
+  test "$("$MODEL" --list-algorithms | awk '!/^[# ]/ {print $1}' | sort | tr '\n' ' ')" = \
+  "$("$VIZ" --list | awk '{print $2}' | sort -u | tr '\n' ' ')"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -5,12 +5,20 @@
  *   baton-model -c allreduce -n 16 -s 64M --alpha 5us --bw 12.5GB/s [--gamma 20GB/s]
  *   baton-model -c allreduce -n 4 -s 16M --alpha 2us --bw 8GB/s --measure
  *
- * The formulas are the library's own (src/model.c), the ones its algorithm
- * choice uses. --measure starts `baton-run -n N` (the baton-run next to
- * this program, else the one on PATH) once for each algorithm this baton
- * has for the collective, forcing the algorithm with its knobs, and prints
- * the slowest rank's average time per call beside the prediction. Sizes
- * are of the larger buffer, as baton-bench counts them (model.h).
+ *   baton-model --list-algorithms [--markdown]
+ *
+ * The algorithms are the rows of the library's table (src/algo.c) and the
+ * formulas their costs (src/model.c), the ones its algorithm choice uses.
+ * --measure starts `baton-run -n N` (the baton-run next to this program,
+ * else the one on PATH) once for each algorithm of the table that serves
+ * the collective, forced with BATON_ALGO=coll:name, and prints the slowest
+ * rank's average time per call beside the prediction; an algorithm that
+ * cannot run there says why, from its traits, and one that gave way to
+ * another (BATON_ALGO yields where it cannot serve a call) says so.
+ * --list-algorithms prints the table: each algorithm's summary, the
+ * collectives it serves and its formula for each (--markdown: the table
+ * of docs/algorithms.md, which tests/test_readme.sh checks). Sizes are of
+ * the larger buffer, as baton-bench counts them (model.h).
  */
 #include <getopt.h>
 #include <limits.h>
@@ -24,6 +32,7 @@
 #include <unistd.h>
 
 #include "baton.h"
+#include "comm.h"
 #include "model.h"
 #include "algo.h"
 
@@ -116,40 +125,58 @@ static void fmt_bytes(double b, char *out, size_t cap) {
 
 /* ------------------------------------------------------------ measuring */
 
-/* How to make this baton use an algorithm: knobs for baton-run's
- * environment, and the largest message (bytes) it will take it for. */
-static const struct {
-  const char *algo, *env;
-  double max_bytes;
-} forcing[] = {
-    {"ring", "BATON_FLAT_BYTES=0", 1e18},
-    {"flat", "BATON_FLAT_BYTES=16M", 16 << 20},
-};
-
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The count argument of the call for `block` floats per rank: what
+ * coll.c hands the selection. */
+static size_t count_of(baton__coll_t coll, size_t block, int n) {
+  return coll == BATON__COLL_ALLREDUCE || coll == BATON__COLL_BROADCAST ||
+                 coll == BATON__COLL_REDUCE
+             ? block * (size_t)n
+             : block;
+}
+
+/* Whether call() can run coll: the collectives with one count. */
+static int runnable(baton__coll_t coll) {
+  return coll == BATON__COLL_ALLREDUCE || coll == BATON__COLL_REDUCE_SCATTER ||
+         coll == BATON__COLL_ALLGATHER || coll == BATON__COLL_BROADCAST ||
+         coll == BATON__COLL_REDUCE || coll == BATON__COLL_ALLTOALL || coll == BATON__COLL_GATHER ||
+         coll == BATON__COLL_SCATTER;
+}
+
 static int call(baton__coll_t coll, const float *in, float *out, size_t block, int n,
                 baton_comm_t *comm) {
+  size_t count = count_of(coll, block, n);
   switch (coll) {
   case BATON__COLL_ALLREDUCE:
-    return baton_allreduce(in, out, block * (size_t)n, BATON_FLOAT32, BATON_SUM, comm);
+    return baton_allreduce(in, out, count, BATON_FLOAT32, BATON_SUM, comm);
   case BATON__COLL_REDUCE_SCATTER:
-    return baton_reduce_scatter(in, out, block, BATON_FLOAT32, BATON_SUM, comm);
+    return baton_reduce_scatter(in, out, count, BATON_FLOAT32, BATON_SUM, comm);
   case BATON__COLL_BROADCAST:
-    return baton_broadcast(in, out, block * (size_t)n, BATON_FLOAT32, 0, comm);
+    return baton_broadcast(in, out, count, BATON_FLOAT32, 0, comm);
   case BATON__COLL_ALLGATHER:
-    return baton_allgather(in, out, block, BATON_FLOAT32, comm);
+    return baton_allgather(in, out, count, BATON_FLOAT32, comm);
+  case BATON__COLL_REDUCE:
+    return baton_reduce(in, out, count, BATON_FLOAT32, BATON_SUM, 0, comm);
+  case BATON__COLL_ALLTOALL:
+    return baton_alltoall(in, out, count, BATON_FLOAT32, comm);
+  case BATON__COLL_GATHER:
+    return baton_gather(in, out, count, BATON_FLOAT32, 0, comm);
+  case BATON__COLL_SCATTER:
+    return baton_scatter(in, out, count, BATON_FLOAT32, 0, comm);
   default:
     return BATON_EINVAL;
   }
 }
 
-/* One rank of a measurement, under baton-run: rank 0 prints
- * "measured SECONDS", the slowest rank's average per call. */
+/* One rank of a measurement, under baton-run: rank 0 prints "algo NAME",
+ * the algorithm the library picks for the call (BATON_ALGO's, unless it
+ * could not serve it), and "measured SECONDS", the slowest rank's average
+ * per call. */
 static int child(const opts_t *o) {
   baton_comm_t *comm;
   int rc = baton_comm_init(&comm);
@@ -173,7 +200,8 @@ static int child(const opts_t *o) {
   if (rc)
     die("%s: %s: %s", o->coll, baton_err_name(rc), baton_comm_last_error(comm));
   if (baton_comm_rank(comm) == 0)
-    printf("measured %.9g\n", worst);
+    printf("algo %s\nmeasured %.9g\n",
+           baton__select(comm, coll, count_of(coll, block, n), sizeof(float))->name, worst);
   free(in);
   free(out);
   return baton_comm_destroy(comm) ? 1 : 0;
@@ -195,26 +223,52 @@ static void quote(const char *s, char *out, size_t cap) {
   out[o] = '\0';
 }
 
-/* Seconds per call of `algo`, or -1 with why filled in. */
-static double measure(const opts_t *o, const char *algo, char *why, size_t whylen) {
-  const char *env = NULL;
-  for (size_t i = 0; i < sizeof forcing / sizeof forcing[0]; i++)
-    if (strcmp(forcing[i].algo, algo) == 0) {
-      env = forcing[i].env;
-      if (o->bytes > forcing[i].max_bytes) {
-        snprintf(why, whylen, "larger than %s takes", algo);
-        return -1;
-      }
-    }
-  if (!env) {
-    snprintf(why, whylen, "no knob selects %s", algo);
+/* The largest BATON_FLAT_BYTES takes (param.c's range). */
+#define FLAT_BYTES_MAX (16 << 20)
+
+/* Why `algo` cannot run `coll` here (baton-run -n N on this host, the
+ * transport the environment asks for), from its traits; NULL when it can.
+ * The bytes a rank puts in its mailbox under BATON__ALGO_MAILBOX go to
+ * *mailbox. */
+static const char *cannot_run(const opts_t *o, const baton__algo_t *algo, baton__coll_t coll,
+                              double *mailbox, char *why, size_t whylen) {
+  const char *transport = getenv("BATON_TRANSPORT");
+  *mailbox = coll == BATON__COLL_ALLGATHER ? o->bytes / o->n : o->bytes;
+  if (!runnable(coll))
+    snprintf(why, whylen, "baton-model runs only the collectives with one count");
+  else if (algo->traits & BATON__ALGO_HOST_LEADERS)
+    snprintf(why, whylen,
+             "%s folds each host into a leader: it needs several hosts, and baton-run -n %d "
+             "puts every rank on this one",
+             algo->name, o->n);
+  else if ((algo->traits & BATON__ALGO_MAILBOX) && transport && strcmp(transport, "tcp") == 0)
+    snprintf(why, whylen, "%s meets in shared-memory mailboxes, and BATON_TRANSPORT=tcp",
+             algo->name);
+  else if ((algo->traits & BATON__ALGO_MAILBOX) && *mailbox > FLAT_BYTES_MAX)
+    snprintf(why, whylen, "%s takes at most %d MiB per rank (BATON_FLAT_BYTES)", algo->name,
+             FLAT_BYTES_MAX >> 20);
+  else
+    return NULL;
+  return why;
+}
+
+/* Seconds per call of `algo`, forced with BATON_ALGO=coll:name, or -1 with
+ * why filled in. */
+static double measure(const opts_t *o, const baton__algo_t *algo, char *why, size_t whylen) {
+  baton__coll_t coll = baton__coll_find(o->coll);
+  double mailbox;
+  if (cannot_run(o, algo, coll, &mailbox, why, whylen))
     return -1;
-  }
+  char env[128];
+  int len = snprintf(env, sizeof env, "BATON_ALGO=%s:%s", o->coll, algo->name);
+  if (algo->traits & BATON__ALGO_MAILBOX) /* the mailbox as large as the message */
+    snprintf(env + len, sizeof env - (size_t)len, " BATON_FLAT_BYTES=%.0f",
+             mailbox > 64 << 10 ? mailbox : 64 << 10);
   char self[PATH_MAX], run[PATH_MAX + 16], qself[2 * PATH_MAX], qrun[2 * PATH_MAX + 40];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0)
+  ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (self_len <= 0)
     die("cannot find this program (/proc/self/exe): %m");
-  self[len] = '\0';
+  self[self_len] = '\0';
   snprintf(run, sizeof run, "%.*s/baton-run", (int)(strrchr(self, '/') - self), self);
   if (access(run, X_OK) != 0)
     strcpy(run, "baton-run");
@@ -226,13 +280,18 @@ static double measure(const opts_t *o, const char *algo, char *why, size_t whyle
     die("the path of this program is too long to run it under baton-run");
   FILE *p = popen(cmd, "r");
   double t = -1;
-  char line[256];
+  char line[256], ran[64] = "";
   while (p && fgets(line, sizeof line, p))
-    if (sscanf(line, "measured %lf", &t) != 1)
+    if (sscanf(line, "algo %63s", ran) != 1 && sscanf(line, "measured %lf", &t) != 1)
       t = -1;
   int st = p ? pclose(p) : -1;
   if (st != 0 || t < 0) {
     snprintf(why, whylen, "the run failed (status %d): %.160s", st, cmd);
+    return -1;
+  }
+  if (baton__algo_find(ran) != algo) {
+    snprintf(why, whylen, "BATON_ALGO=%s:%s gave way to %s (BATON_DEBUG=INFO says why)", o->coll,
+             algo->name, ran);
     return -1;
   }
   return t;
@@ -241,7 +300,7 @@ static double measure(const opts_t *o, const char *algo, char *why, size_t whyle
 /* --------------------------------------------------------------- report */
 
 typedef struct {
-  const baton__model_t *m;
+  const baton__algo_t *algo;
   double predicted, measured;
   char why[256];
 } row_t;
@@ -252,23 +311,18 @@ static int by_prediction(const void *a, const void *b) {
 }
 
 static void report(const opts_t *o) {
-  int nm, nrows = 0, na;
-  const baton__model_t *models = baton__models(&nm);
+  int nrows = 0, na;
   const baton__algo_t *algos = baton__algos(&na);
   row_t rows[64];
   baton__coll_t coll = baton__coll_find(o->coll);
-  for (int i = 0; i < nm && nrows < 64; i++) {
-    if (strcmp(models[i].coll, o->coll) != 0)
+  for (int i = 0; i < na && nrows < 64; i++) {
+    if (!baton__model_formula(&algos[i], coll))
       continue;
     row_t *r = &rows[nrows++];
-    r->m = &models[i];
-    r->predicted = baton__model_time(o->coll, models[i].algo, o->n, o->bytes, &o->cost);
+    r->algo = &algos[i];
+    r->predicted = baton__model_time(&algos[i], coll, o->n, o->bytes, &o->cost);
     r->measured = -1;
-    snprintf(r->why, sizeof r->why, "not in this baton yet");
-    for (int a = 0; a < na; a++)
-      if (coll != BATON__COLL_COUNT && strcmp(algos[a].name, models[i].algo) == 0 &&
-          (algos[a].colls & (1u << coll)))
-        snprintf(r->why, sizeof r->why, "-");
+    snprintf(r->why, sizeof r->why, "-");
   }
   if (!nrows)
     die("-c \"%s\": the model knows allreduce, reduce_scatter, allgather, broadcast, "
@@ -281,8 +335,7 @@ static void report(const opts_t *o) {
          "bytes\n",
          o->coll, o->n, size, o->cost.alpha * 1e6, 1e-9 / o->cost.beta, o->cost.gamma * 1e9,
          o->cost.segment);
-  printf("# a = alpha, b = 1/bandwidth, g = gamma, K bytes, L = ceil(log2 N), P = largest "
-         "power of 2 <= N, S = ceil(K/segment)\n");
+  printf("# %s\n", baton__cost_legend);
   printf("%-10s %12s %12s  %s\n", "algorithm", "predicted", o->measure ? "measured" : "",
          "formula");
   for (int i = 0; i < nrows; i++) {
@@ -290,12 +343,71 @@ static void report(const opts_t *o) {
     char pt[32], mt[32] = "";
     fmt_time(r->predicted, pt, sizeof pt);
     if (o->measure && strcmp(r->why, "-") == 0)
-      r->measured = measure(o, r->m->algo, r->why, sizeof r->why);
+      r->measured = measure(o, r->algo, r->why, sizeof r->why);
     if (o->measure)
       fmt_time(r->measured, mt, sizeof mt);
-    printf("%-10s %12s %12s  %s", r->m->algo, pt, mt, r->m->formula);
+    printf("%-10s %12s %12s  %s", r->algo->name, pt, mt, baton__model_formula(r->algo, coll));
     if (o->measure && r->measured < 0)
       printf("  (measured: %s)", r->why);
+    printf("\n");
+  }
+  int others = 0;
+  for (int i = 0; i < na; i++)
+    if (!(algos[i].colls & (1u << coll))) {
+      if (others++)
+        printf(", %s", algos[i].name);
+      else
+        printf("# not for %s: %s", o->coll, algos[i].name);
+    }
+  if (others)
+    printf(" (baton-model --list-algorithms)\n");
+}
+
+/* ------------------------------------------------------- the algorithms */
+
+/* The formula of `algo` for the collective named `name`, or NULL. */
+static const char *formula_of(const baton__algo_t *algo, const char *name) {
+  baton__coll_t c = baton__coll_find(name);
+  return c == BATON__COLL_COUNT ? NULL : baton__model_formula(algo, c);
+}
+
+/* The collectives of `algo`, each with its formula, separated by sep; a
+ * v-variant (its collective's name and "v") is named with its collective,
+ * "allgather(v)", where their formulas agree. */
+static void print_formulas(const baton__algo_t *algo, const char *pre, const char *sep) {
+  int first = 1;
+  for (int c = 0; c < BATON__COLL_COUNT; c++) {
+    const char *name = baton__coll_name((baton__coll_t)c), *f = baton__model_formula(algo, c);
+    char variant[64], base[64];
+    snprintf(variant, sizeof variant, "%sv", name);
+    snprintf(base, sizeof base, "%.*s", (int)strlen(name) - 1, name);
+    const char *vf = formula_of(algo, variant), *bf = formula_of(algo, base);
+    if (!f || (bf && strcmp(bf, f) == 0))
+      continue; /* not served, or a variant named with its collective */
+    printf("%s%s%s%s: %s", first ? "" : sep, pre, name, vf && strcmp(vf, f) == 0 ? "(v)" : "", f);
+    first = 0;
+  }
+}
+
+static void list_algorithms(int markdown) {
+  int na;
+  const baton__algo_t *algos = baton__algos(&na);
+  char colls[256];
+  if (markdown) {
+    printf("| name | what it is | collectives | cost |\n|---|---|---|---|\n");
+    for (int i = 0; i < na; i++) {
+      printf("| `%s` | %s | %s | ", algos[i].name, algos[i].summary,
+             baton__algo_colls(&algos[i], colls, sizeof colls));
+      print_formulas(&algos[i], "", "<br>");
+      printf(" |\n");
+    }
+    printf("\n%s.\n", baton__cost_legend);
+    return;
+  }
+  printf("# %s\n", baton__cost_legend);
+  for (int i = 0; i < na; i++) {
+    printf("%-10s %s\n", algos[i].name, algos[i].summary);
+    print_formulas(&algos[i], "           ", "\n");
     printf("\n");
   }
 }
@@ -312,8 +424,11 @@ static void usage(FILE *f) {
              "      --gamma G     reduction cost: a rate (20GB/s) or time per byte (0.05ns);\n"
              "                    default 0\n"
              "      --segment B   pipeline segment of chain algorithms (default 256K)\n"
-             "      --measure     also run each algorithm this baton has, under baton-run -n N\n"
-             "      --iters I     calls timed per measurement (default 5)\n");
+             "      --measure     also run each algorithm that serves COLL, under baton-run -n N\n"
+             "                    with BATON_ALGO=COLL:NAME\n"
+             "      --iters I     calls timed per measurement (default 5)\n"
+             "      --list-algorithms [--markdown]\n"
+             "                    the algorithms, the collectives each serves and its formulas\n");
 }
 
 int main(int argc, char **argv) {
@@ -326,13 +441,15 @@ int main(int argc, char **argv) {
                                            {"measure", no_argument, NULL, 'M'},
                                            {"iters", required_argument, NULL, 'I'},
                                            {"child", no_argument, NULL, 'C'},
+                                           {"list-algorithms", no_argument, NULL, 'L'},
+                                           {"markdown", no_argument, NULL, 'D'},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   opts_t o = {.coll = "allreduce",
               .iters = 5,
               .bytes = -1,
               .cost = {.alpha = 1e-6, .beta = 1e-10, .gamma = 0, .segment = 256 << 10}};
-  int opt, is_child = 0;
+  int opt, is_child = 0, list = 0, markdown = 0;
   char *end;
   while ((opt = getopt_long(argc, argv, "c:n:s:h", longopts, NULL)) != -1) {
     switch (opt) {
@@ -374,6 +491,12 @@ int main(int argc, char **argv) {
     case 'C':
       is_child = 1;
       break;
+    case 'L':
+      list = 1;
+      break;
+    case 'D':
+      markdown = 1;
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -384,6 +507,12 @@ int main(int argc, char **argv) {
   }
   if (optind < argc)
     die("unexpected argument \"%s\"", argv[optind]);
+  if (markdown && !list)
+    die("--markdown goes with --list-algorithms");
+  if (list) {
+    list_algorithms(markdown);
+    return 0;
+  }
   if (o.bytes < 0)
     die("say how large the message is, e.g. -s 64M");
   if (is_child)

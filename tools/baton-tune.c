@@ -151,14 +151,13 @@ static double time_gamma(void) {
   return t[REPS / 2];
 }
 
-/* The first algorithm of the table besides the ring and flat that serves
- * allgather: it runs on the pair channels. */
+/* The first algorithm of the table that serves allgather off the ring's
+ * channels: it runs on the pair channels. */
 static const baton__algo_t *pair_algo(void) {
   int n;
   const baton__algo_t *all = baton__algos(&n);
   for (int i = 0; i < n; i++)
-    if ((all[i].colls & (1u << BATON__COLL_ALLGATHER)) && strcmp(all[i].name, "ring") != 0 &&
-        strcmp(all[i].name, "flat") != 0)
+    if ((all[i].colls & (1u << BATON__COLL_ALLGATHER)) && !(all[i].traits & BATON__ALGO_RING_LINKS))
       return &all[i];
   return NULL;
 }
@@ -228,7 +227,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "baton-tune: %s; starting from the built-in costs\n", why);
 
   baton__link_t links[2] = {tcp ? BATON__LINK_TCP : BATON__LINK_SHM, BATON__LINK_PAIR};
-  const baton__algo_t *algos[2] = {baton__algo_find("ring"), tcp ? NULL : pair_algo()};
+  const baton__algo_t *algos[2] = {baton__algo_default(), tcp ? NULL : pair_algo()};
   double gamma = time_gamma();
   for (int i = 0; i < 2; i++) {
     if (!algos[i]) {

@@ -901,8 +901,8 @@ int main(int argc, char **argv) {
       {"root", required_argument, NULL, 'r'},   {"counts", required_argument, NULL, 'C'},
       {"hosts", required_argument, NULL, 'S'},  {NULL, 0, NULL, 0}};
   viz_t v = {.s.coll = BATON__COLL_COUNT};
-  const char *coll = NULL, *algo = "ring", *out = NULL, *layout = NULL, *counts = NULL,
-             *hosts = NULL;
+  const char *coll = NULL, *algo = baton__algo_default()->name, *out = NULL, *layout = NULL,
+             *counts = NULL, *hosts = NULL;
   int opt;
   while ((opt = getopt_long(argc, argv, "c:a:n:o:h", longopts, NULL)) != -1) {
     switch (opt) {
