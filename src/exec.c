@@ -511,6 +511,11 @@ int baton__exec_step(baton__call_t *c) {
   if (c->x.done)
     return c->status;
   int i = c->x.next;
+  if (c->comm->fatal_rc) { /* another call broke the communicator */
+    c->status = c->comm->fatal_rc;
+    c->x.done = 1;
+    return c->status;
+  }
   if (c->prev_live && !ready(c, &c->sched.steps[i]))
     return BATON__EXEC_WAITING;
   c->comm->sig = c->sig; /* what the transports stamp and check */
