@@ -1,4 +1,4 @@
-/* tcp.h - set-up of the TCP transport, for ranks on different hosts (see tcp.c). */
+/* tcp.h - set-up of the TCP transport, for ranks on different hosts (tcp_*.c). */
 #ifndef BATON_TCP_H
 #define BATON_TCP_H
 
