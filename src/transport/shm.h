@@ -1,4 +1,4 @@
-/* shm.h - set-up of the shared-memory transport (see shm.c). */
+/* shm.h - set-up of the shared-memory transport (see shm_mailbox.c, shm_channel.c). */
 #ifndef BATON_SHM_H
 #define BATON_SHM_H
 
@@ -19,9 +19,6 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
  * neighbour, a pair channel otherwise; NULL when `peer` is not local. */
 baton__conn_t *baton__shm_conn_to(baton__shm_t *s, int peer);
 baton__conn_t *baton__shm_conn_from(baton__shm_t *s, int peer);
-/* The channels to the ring neighbours; NULL when that neighbour is not local. */
-baton__conn_t *baton__shm_send_conn(baton__shm_t *s);
-baton__conn_t *baton__shm_recv_conn(baton__shm_t *s);
 /* Rendezvous number `call` (1 is taken by set-up, then 2, 3, ...): marks
  * this rank arrived and returns once all have; why names missing ranks. A
  * rank's writes to its mailbox before arriving are visible to all after. */
