@@ -168,8 +168,8 @@ static int run(baton_comm_t *comm, const call_t *c, baton__coll_t coll) {
                              .dtype = (uint8_t)c->dtype,
                              .op = c->op == BATON_OP_COUNT ? 0 : (uint8_t)c->op,
                              .algo = algo_id(algo)};
-  if (comm->shm)
-    baton__shm_publish(comm->shm, &comm->sig);
+  if (comm->host_net)
+    baton__shm_publish(comm->host_net->impl, &comm->sig);
   rc = baton__comm_begin(comm, c->name);
   if (rc)
     return rc;
@@ -440,11 +440,11 @@ int baton_barrier(baton_comm_t *comm) {
   int rc = baton__comm_begin(comm, "barrier");
   if (rc || comm->size == 1)
     return rc;
-  if (!comm->one_host || !comm->shm)
+  if (!comm->one_host || !comm->host_net)
     return baton__ring_barrier(comm);
   char why[BATON__ERRLEN] = "";
-  rc = baton__shm_arrive(comm->shm, ++comm->shm_calls, &comm->sig, comm->params.timeout_s, why,
-                         sizeof why);
+  rc = baton__shm_arrive(comm->host_net->impl, ++comm->shm_calls, &comm->sig,
+                         comm->params.timeout_s, why, sizeof why);
   if (rc)
     return baton__fail(comm, rc, "barrier #%llu: %s", (unsigned long long)comm->seq, why);
   return BATON_OK;

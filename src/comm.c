@@ -63,6 +63,12 @@ static int explain(baton_comm_t *comm, int rc) {
   return code;
 }
 
+/* Some rank is reached other than through this host's memory (TCP): its
+ * failures may show there only as a broken connection. */
+static int reaches_other_hosts(const baton_comm_t *comm) {
+  return comm->nnet > (comm->host_net ? 1 : 0);
+}
+
 int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -81,9 +87,9 @@ int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...) {
     else
       snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "rank %d: %.400s", comm->rank,
                comm->last_error);
-    baton__shm_poison(comm->shm, rc, comm->fatal_msg);
-    baton__tcp_poison(comm->tcp, rc, comm->fatal_msg);
-    if (!cause && comm->tcp) {
+    for (int i = 0; i < comm->nnet; i++)
+      comm->net[i].ops->poison(comm->net[i].impl, rc, comm->fatal_msg);
+    if (!cause && reaches_other_hosts(comm)) {
       /* Also where any rank can read it, for a rank whose connections broke
        * before the abort frames reached it (see explain()). */
       char val[BATON__ERRLEN + 16], err[128];
@@ -102,8 +108,8 @@ int baton__comm_begin(baton_comm_t *comm, const char *name) {
   if (!rc && atomic_load_explicit(&comm->abort_requested, memory_order_relaxed)) {
     snprintf(why, sizeof why, "baton_comm_abort was called on rank %d", comm->rank);
     rc = BATON_EABORTED;
-  } else if (!rc) {
-    rc = baton__shm_poisoned(comm->shm, why, sizeof why);
+  } else if (!rc && comm->host_net) {
+    rc = comm->host_net->ops->check(comm->host_net->impl, why, sizeof why);
   }
   if (rc && !comm->fatal_rc)
     return baton__fail(comm, rc, "%s #%llu: %s", name, (unsigned long long)comm->seq, why);
@@ -124,24 +130,53 @@ static int comm_check(void *ctx, char *why, size_t whylen) {
     snprintf(why, whylen, "baton_comm_abort was called on rank %d", c->rank);
     return BATON_EABORTED;
   }
-  int rc = baton__shm_poisoned(c->shm, why, whylen);
-  if (!rc && c->shm && c->tcp)
-    rc = baton__tcp_check(c->tcp, why, whylen);
-  if (!rc && c->shm && c->seq > 0)
-    rc = baton__shm_peek(c->shm, c->shm_calls + 1, &c->sig, why, whylen);
+  /* Every transport when there are several, so that one keeps moving (and
+   * its failures show) while a rank waits on the other; a lone transport
+   * sees its own failures in its wait, and only the host's poison, cheap
+   * and perhaps from a rank that failed elsewhere, is read again. */
+  int rc = 0;
+  for (int i = 0; !rc && i < c->nnet; i++)
+    if (c->nnet > 1 || &c->net[i] == c->host_net)
+      rc = c->net[i].ops->check(c->net[i].impl, why, whylen);
+  if (!rc && c->host_net && c->seq > 0)
+    rc = c->host_net->ops->peek(c->host_net->impl, c->shm_calls + 1, &c->sig, why, whylen);
   return rc;
+}
+
+/* Text and a decimal into p, without stdio (not async-signal-safe); each
+ * returns the characters written. */
+static size_t put_text(char *p, const char *s) {
+  size_t n = 0;
+  for (; s[n]; n++)
+    p[n] = s[n];
+  return n;
+}
+
+static size_t put_decimal(char *p, unsigned v) {
+  char d[10];
+  size_t n = 0;
+  do
+    d[n++] = (char)('0' + v % 10);
+  while ((v /= 10) != 0);
+  for (size_t i = 0; i < n; i++)
+    p[i] = d[n - 1 - i];
+  return n;
 }
 
 int baton_comm_abort(baton_comm_t *comm) {
   if (!comm)
     return BATON_EINVAL;
-  /* Only atomic stores and system calls: safe from another thread or a
-   * signal handler, and it never waits. */
+  /* Only atomic stores, plain stores to the stack and system calls (each
+   * transport's shutdown is async-signal-safe): safe from another thread or
+   * a signal handler, and it never waits. */
   atomic_store_explicit(&comm->abort_requested, 1, memory_order_release);
   char msg[64];
-  snprintf(msg, sizeof msg, "rank %d called baton_comm_abort", comm->rank);
-  baton__shm_poison(comm->shm, BATON_EABORTED, msg);
-  baton__tcp_shutdown(comm->tcp);
+  size_t n = put_text(msg, "rank ");
+  n += put_decimal(msg + n, (unsigned)comm->rank);
+  n += put_text(msg + n, " called baton_comm_abort");
+  msg[n] = '\0';
+  for (int i = 0; i < comm->nnet; i++)
+    comm->net[i].ops->shutdown(comm->net[i].impl, BATON_EABORTED, msg);
   return BATON_OK;
 }
 
@@ -297,8 +332,8 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
 static void free_comm(baton_comm_t *c) {
   baton__trace_close(c->trace);
   baton__select_free(c);
-  baton__shm_destroy(c->shm);
-  baton__tcp_destroy(c->tcp);
+  for (int i = 0; i < c->nnet; i++)
+    c->net[i].ops->destroy(c->net[i].impl);
   if (c->store)
     baton__store_close(c->store);
   if (c->server)
@@ -360,6 +395,24 @@ static int share_id(baton_comm_t *c, char *err, size_t errlen) {
   return rc;
 }
 
+static baton__net_t *net_add(baton_comm_t *c, const baton__fabric_t *ops, void *impl) {
+  c->net[c->nnet] = (baton__net_t){ops, impl};
+  return &c->net[c->nnet++];
+}
+
+/* The connections of net, to and from each rank that no transport added
+ * before reaches. */
+static void net_conns(baton_comm_t *c, const baton__net_t *net) {
+  for (int r = 0; r < c->size; r++) {
+    if (r == c->rank)
+      continue;
+    if (!c->to[r])
+      c->to[r] = net->ops->conn_to(net->impl, r);
+    if (!c->from[r])
+      c->from[r] = net->ops->conn_from(net->impl, r);
+  }
+}
+
 /* Shared memory between the ranks of this host (unless BATON_TRANSPORT=tcp),
  * TCP for the ring's edges that leave it. */
 static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size_t errlen) {
@@ -380,8 +433,11 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
   if (nlocal > 1) {
     char key[32];
     snprintf(key, sizeof key, "shm.%d", c->group[c->rank]);
-    rc = baton__shm_setup(c->store, key, c->rank, local, nlocal, next, prev, &c->params, &c->shm,
-                          err, errlen);
+    baton__shm_t *shm = NULL;
+    rc = baton__shm_setup(c->store, key, c->rank, local, nlocal, next, prev, &c->params, &shm, err,
+                          errlen);
+    if (rc == 0)
+      c->host_net = net_add(c, &baton__shm_fabric, shm);
   }
   free(local);
   if (rc)
@@ -393,14 +449,11 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
     snprintf(err, errlen, "out of memory");
     return BATON_ENOMEM;
   }
-  for (int r = 0; r < n; r++) {
-    if (r == c->rank)
-      continue;
-    c->to[r] = baton__shm_conn_to(c->shm, r);
-    c->from[r] = baton__shm_conn_from(c->shm, r);
-    if (!c->to[r])
+  if (c->host_net)
+    net_conns(c, c->host_net);
+  for (int r = 0; r < n; r++)
+    if (r != c->rank && !c->to[r])
       remote[nremote++] = r;
-  }
   /* The ring's segment, the same on every rank: a segment is forwarded
    * from one edge to the next, so it fits the smallest slot of any edge of
    * the whole ring, shared memory or TCP. */
@@ -434,11 +487,10 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
                          .local_ip = ip,
                          .hosts = c->hosts,
                          .secret = &c->secret};
-  rc = baton__tcp_setup(c->store, &a, &c->params, &c->tcp, err, errlen);
-  for (int i = 0; rc == 0 && i < nremote; i++) {
-    c->to[remote[i]] = baton__tcp_send_conn(c->tcp, remote[i]);
-    c->from[remote[i]] = baton__tcp_recv_conn(c->tcp, remote[i]);
-  }
+  baton__tcp_t *tcp = NULL;
+  rc = baton__tcp_setup(c->store, &a, &c->params, &tcp, err, errlen);
+  if (rc == 0)
+    net_conns(c, net_add(c, &baton__tcp_fabric, tcp));
   free(remote);
   return rc;
 }
@@ -448,9 +500,10 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
  * slower rank still sets up. Collective number 0 is this barrier. */
 static int init_barrier(baton_comm_t *c, char *err, size_t errlen) {
   c->sig = (baton__sig_t){.seq = 0, .root = -1, .coll = BATON__COLL_BARRIER};
-  int rc = c->one_host && c->shm ? baton__shm_arrive(c->shm, ++c->shm_calls, &c->sig,
-                                                     c->params.timeout_s, err, errlen)
-                                 : baton__ring_barrier(c);
+  int rc = c->one_host && c->host_net
+               ? c->host_net->ops->arrive(c->host_net->impl, ++c->shm_calls, &c->sig,
+                                          c->params.timeout_s, err, errlen)
+               : baton__ring_barrier(c);
   if (rc && !c->one_host)
     snprintf(err, errlen, "the end-of-init barrier failed: %.440s", c->last_error);
   return rc;
@@ -468,12 +521,11 @@ static void log_ready(const baton_comm_t *c) {
   }
   if (c->size > 1 && off < sizeof ring - 16)
     snprintf(ring + off, sizeof ring - off, "%d", c->order[0]);
+  char nets[32] = "shm"; /* a single rank: nothing, but it would be */
+  for (int i = 0, k = 0; i < c->nnet; i++)
+    k += snprintf(nets + k, sizeof nets - (size_t)k, "%s%s", i ? "+" : "", c->net[i].ops->name);
   baton__log_info(INIT, "rank %d of %d ready: transport %s, segment %zu bytes, ring %s", c->rank,
-                  c->size,
-                  c->tcp && c->shm ? "shm+tcp"
-                  : c->tcp         ? "tcp"
-                                   : "shm",
-                  c->slot_bytes, ring);
+                  c->size, nets, c->slot_bytes, ring);
 }
 
 /* ------------------------------------------------------------ unique id */
@@ -653,9 +705,8 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
   c->stream_slot_bytes = c->stream_slot_bytes / 64 * 64;
   if ((rc = baton__select_init(c, err, errlen)) != 0)
     goto fail;
-  if (c->shm)
-    baton__shm_watch(c->shm, &c->watch);
-  baton__tcp_watch(c->tcp, &c->watch);
+  for (int i = 0; i < c->nnet; i++)
+    c->net[i].ops->watch(c->net[i].impl, &c->watch);
   c->shm_calls = 1; /* the set-up rendezvous */
   if (c->size > 1 && (rc = init_barrier(c, err, errlen)) != 0)
     goto fail;
@@ -696,7 +747,7 @@ int baton_comm_destroy(baton_comm_t *comm) {
     rc = baton_barrier(comm);
   /* After a failure over TCP, peers may still come to the store for its
    * cause (explain()): the store outlives the failure by a moment. */
-  if (comm->fatal_rc && comm->server && comm->tcp)
+  if (comm->fatal_rc && comm->server && reaches_other_hosts(comm))
     usleep(1000 * 1000);
   free_comm(comm);
   return rc;

@@ -18,8 +18,9 @@ struct baton_comm {
   char (*hosts)[64];          /* host name of every rank, for people */
   int *group;                 /* per rank: lowest rank sharing its memory */
   int one_host;               /* every rank shares this rank's memory */
-  baton__shm_t *shm;          /* NULL when no other rank shares memory */
-  baton__tcp_t *tcp;          /* NULL when every neighbour is local */
+  baton__net_t net[2];        /* the transports in use, reached only through their tables */
+  int nnet;                   /* 0 for a single rank */
+  baton__net_t *host_net;     /* the one with a rendezvous (shared memory), or NULL */
   baton__conn_t **to, **from; /* per peer rank, NULL when not connected */
   size_t slot_bytes;          /* segment size: the smallest slot of any connection */
   unsigned char *scratch;     /* 2 * size bytes for the barrier */

@@ -18,10 +18,10 @@
 #include "comm.h"
 
 int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count, size_t elsize) {
-  if (!comm->shm || !comm->one_host || count == 0)
+  if (!comm->host_net || !comm->one_host || count == 0)
     return 0;
   size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
-  return in_count * elsize <= baton__shm_mailbox_bytes(comm->shm);
+  return in_count * elsize <= baton__shm_mailbox_bytes(comm->host_net->impl);
 }
 
 /* dst = op over ranks of the mailboxes' elements [first, first + n). */
@@ -29,11 +29,11 @@ static void reduce_mailboxes(baton_comm_t *comm, uint32_t call, void *dst, size_
                              const baton__exec_args_t *a) {
   baton__reduce_fn reduce = baton__reduce_get(a->dtype, a->op);
   size_t off = first * a->elsize;
-  const char *m0 = (const char *)baton__shm_mailbox(comm->shm, 0, call) + off;
-  const char *m1 = (const char *)baton__shm_mailbox(comm->shm, 1, call) + off;
+  const char *m0 = (const char *)baton__shm_mailbox(comm->host_net->impl, 0, call) + off;
+  const char *m1 = (const char *)baton__shm_mailbox(comm->host_net->impl, 1, call) + off;
   reduce(dst, m0, m1, n);
   for (int q = 2; q < comm->size; q++)
-    reduce(dst, dst, (const char *)baton__shm_mailbox(comm->shm, q, call) + off, n);
+    reduce(dst, dst, (const char *)baton__shm_mailbox(comm->host_net->impl, q, call) + off, n);
   if (a->op == BATON_AVG)
     baton__reduce_div(dst, n, a->dtype, comm->size);
 }
@@ -43,9 +43,10 @@ int baton__flat_run(baton_comm_t *comm, baton__coll_t coll, size_t count,
   uint32_t call = ++comm->shm_calls;
   size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
   if (coll != BATON__COLL_BROADCAST || comm->rank == a->root)
-    memcpy(baton__shm_mailbox(comm->shm, comm->rank, call), a->in, in_count * a->elsize);
+    memcpy(baton__shm_mailbox(comm->host_net->impl, comm->rank, call), a->in, in_count * a->elsize);
   char why[BATON__ERRLEN];
-  int rc = baton__shm_arrive(comm->shm, call, &comm->sig, comm->params.timeout_s, why, sizeof why);
+  int rc = baton__shm_arrive(comm->host_net->impl, call, &comm->sig, comm->params.timeout_s, why,
+                             sizeof why);
   if (rc)
     return baton__fail(comm, rc, "%s #%llu (flat): %s", baton__coll_name(coll),
                        (unsigned long long)comm->seq, why);
@@ -54,10 +55,10 @@ int baton__flat_run(baton_comm_t *comm, baton__coll_t coll, size_t count,
   else if (coll == BATON__COLL_REDUCE_SCATTER)
     reduce_mailboxes(comm, call, a->out, (size_t)comm->rank * count, count, a);
   else if (coll == BATON__COLL_BROADCAST)
-    memcpy(a->out, baton__shm_mailbox(comm->shm, a->root, call), count * a->elsize);
+    memcpy(a->out, baton__shm_mailbox(comm->host_net->impl, a->root, call), count * a->elsize);
   else
     for (int q = 0; q < comm->size; q++)
-      memcpy(a->out + (size_t)q * count * a->elsize, baton__shm_mailbox(comm->shm, q, call),
-             count * a->elsize);
+      memcpy(a->out + (size_t)q * count * a->elsize,
+             baton__shm_mailbox(comm->host_net->impl, q, call), count * a->elsize);
   return 0;
 }

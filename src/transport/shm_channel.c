@@ -214,14 +214,19 @@ void baton__shm_bind_conns(baton__shm_t *s, int next, int prev, const baton__par
   }
 }
 
-baton__conn_t *baton__shm_conn_to(baton__shm_t *s, int peer) {
-  int j = s ? local_index(s, peer) : -1;
+/* The channel to / from any other local rank: the ring's towards the ring
+ * neighbour, a pair channel otherwise; NULL when `peer` is not local. */
+baton__conn_t *baton__shm_conn_to(void *impl, int peer) {
+  baton__shm_t *s = impl;
+  int j = local_index(s, peer);
   if (j < 0 || j == s->rank)
     return NULL;
   return s->send_conn.ops && s->send_conn.peer == peer ? &s->send_conn : &s->pair_send[j];
 }
-baton__conn_t *baton__shm_conn_from(baton__shm_t *s, int peer) {
-  int j = s ? local_index(s, peer) : -1;
+
+baton__conn_t *baton__shm_conn_from(void *impl, int peer) {
+  baton__shm_t *s = impl;
+  int j = local_index(s, peer);
   if (j < 0 || j == s->rank)
     return NULL;
   return s->recv_conn.ops && s->recv_conn.peer == peer ? &s->recv_conn : &s->pair_recv[j];

@@ -166,5 +166,8 @@ int baton__shm_wait_for(baton__shm_t *s, _Atomic uint32_t *word, uint32_t target
 /* Binds this rank's channels once the segment is mapped: the ring's towards
  * `next` and from `prev` where they are local, and the pairs. */
 void baton__shm_bind_conns(baton__shm_t *s, int next, int prev, const baton__params_t *p);
+/* baton__shm_fabric's connections (shm_channel.c; the table is in shm_mailbox.c). */
+baton__conn_t *baton__shm_conn_to(void *s, int peer);
+baton__conn_t *baton__shm_conn_from(void *s, int peer);
 
 #endif /* BATON_SHM_IMPL_H */

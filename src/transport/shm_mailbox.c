@@ -34,11 +34,13 @@ static mailbox_hdr_t *mailbox_hdr(baton__shm_t *s, int rank, uint32_t call) {
                                s->hdr->mailbox_bytes);
 }
 
-void *baton__shm_mailbox(baton__shm_t *s, int rank, uint32_t call) {
+void *baton__shm_mailbox(void *impl, int rank, uint32_t call) {
+  baton__shm_t *s = impl;
   return (char *)mailbox_hdr(s, rank, call) + MAILBOX_DATA;
 }
 
-size_t baton__shm_mailbox_bytes(const baton__shm_t *s) {
+size_t baton__shm_mailbox_bytes(const void *impl) {
+  const baton__shm_t *s = impl;
   return s->hdr->mailbox_bytes - MAILBOX_DATA;
 }
 
@@ -61,8 +63,9 @@ static int missing_ranks(baton__shm_t *s, uint32_t call, int rc, char *why, size
   return rc;
 }
 
-int baton__shm_arrive(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, double timeout_s,
+int baton__shm_arrive(void *impl, uint32_t call, const baton__sig_t *sig, double timeout_s,
                       char *why, size_t whylen) {
+  baton__shm_t *s = impl;
   mailbox_hdr_t *mine = mailbox_hdr(s, s->rank, call);
   if (sig)
     mine->sig = *sig;
@@ -97,7 +100,8 @@ int baton__shm_arrive(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, d
   return 0;
 }
 
-void baton__shm_publish(baton__shm_t *s, const baton__sig_t *sig) {
+void baton__shm_publish(void *impl, const baton__sig_t *sig) {
+  baton__shm_t *s = impl;
   rank_slot_t *me = &s->hdr->ranks[s->rank];
   uint32_t v = atomic_load_explicit(&me->ver, memory_order_relaxed);
   atomic_store_explicit(&me->ver, v + 1, memory_order_relaxed);
@@ -106,8 +110,8 @@ void baton__shm_publish(baton__shm_t *s, const baton__sig_t *sig) {
   atomic_store_explicit(&me->ver, v + 2, memory_order_release);
 }
 
-int baton__shm_peek(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, char *why,
-                    size_t whylen) {
+int baton__shm_peek(void *impl, uint32_t call, const baton__sig_t *sig, char *why, size_t whylen) {
+  baton__shm_t *s = impl;
   for (int r = 0; r < s->size; r++) { /* the calls the local ranks are in */
     rank_slot_t *them = &s->hdr->ranks[r];
     uint32_t v = atomic_load_explicit(&them->ver, memory_order_acquire);
@@ -132,24 +136,38 @@ int baton__shm_peek(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, cha
   return 0;
 }
 
-void baton__shm_poison(baton__shm_t *s, int rc, const char *msg) {
+/* A failure every rank of this host must learn: the first code sticks.
+ * Only atomic operations and plain stores, so baton_comm_abort may call it
+ * from a signal handler (a handler that interrupts this rank's own poison
+ * finds the claim taken and returns). */
+static void shm_poison(void *impl, int rc, const char *msg) {
+  baton__shm_t *s = impl;
   int32_t none = 0;
-  if (!s || !atomic_compare_exchange_strong(&s->hdr->abort_claim, &none, 1))
+  if (!atomic_compare_exchange_strong(&s->hdr->abort_claim, &none, 1))
     return;
   /* The message first and the code last: a reader that sees the code sees
    * the message. */
-  snprintf(s->hdr->abort_msg, sizeof s->hdr->abort_msg, "%s", msg);
+  size_t n = 0;
+  for (; msg[n] && n < sizeof s->hdr->abort_msg - 1; n++)
+    s->hdr->abort_msg[n] = msg[n];
+  s->hdr->abort_msg[n] = '\0';
   atomic_store_explicit(&s->hdr->abort_rc, rc, memory_order_release);
 }
 
-int baton__shm_poisoned(baton__shm_t *s, char *why, size_t whylen) {
-  int rc = s ? atomic_load_explicit(&s->hdr->abort_rc, memory_order_acquire) : 0;
+/* The poison, if any (0 while none), with its message. */
+static int shm_check(void *impl, char *why, size_t whylen) {
+  baton__shm_t *s = impl;
+  int rc = atomic_load_explicit(&s->hdr->abort_rc, memory_order_acquire);
   if (rc)
     snprintf(why, whylen, "%s", s->hdr->abort_msg);
   return rc;
 }
 
-void baton__shm_watch(baton__shm_t *s, const baton__watch_t *watch) { s->watch = watch; }
+/* The communicator's watch, checked on every sleep slice. */
+static void shm_watch(void *impl, const baton__watch_t *watch) {
+  baton__shm_t *s = impl;
+  s->watch = watch;
+}
 
 /* ---------------------------------------------------------------- setup */
 
@@ -329,11 +347,30 @@ fail_free:
   return rc;
 }
 
-void baton__shm_destroy(baton__shm_t *s) {
-  if (!s)
-    return;
+static void shm_destroy(void *impl) {
+  baton__shm_t *s = impl;
   munmap(s->base, s->bytes);
   free_pairs(s);
   free(s->local);
   free(s);
 }
+
+/* The waiters of this host sleep in slices that check the watch, which
+ * sees the abort: the poison is all there is to do. */
+static void shm_shutdown(void *impl, int rc, const char *msg) { shm_poison(impl, rc, msg); }
+
+const baton__fabric_t baton__shm_fabric = {
+    .name = "shm",
+    .conn_to = baton__shm_conn_to,
+    .conn_from = baton__shm_conn_from,
+    .watch = shm_watch,
+    .check = shm_check,
+    .poison = shm_poison,
+    .shutdown = shm_shutdown,
+    .destroy = shm_destroy,
+    .arrive = baton__shm_arrive,
+    .peek = baton__shm_peek,
+    .publish = baton__shm_publish,
+    .mailbox = baton__shm_mailbox,
+    .mailbox_bytes = baton__shm_mailbox_bytes,
+};

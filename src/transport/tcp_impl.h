@@ -110,4 +110,15 @@ int baton__tcp_pull(tcp_conn_t *c, sock_t *s);
 /* Queues the next frame (from its slot, or from ref) and starts writing it. */
 void baton__tcp_queue(tcp_conn_t *c, size_t bytes, const void *ref);
 
+/* Parts of baton__tcp_fabric (the table is in tcp_setup.c). tcp_wire.c:
+ * tells every peer this rank sends to that the communicator failed (an
+ * abort frame where the stream allows one), then closes the sending side
+ * of every socket; never blocks, but not async-signal-safe. */
+void baton__tcp_poison(void *t, int rc, const char *msg);
+/* tcp_progress.c: moves whatever the sockets allow without blocking and
+ * returns the failure of a connection, if any; for waits on another
+ * transport, so that TCP keeps flowing and its failures are seen. */
+int baton__tcp_check(void *t, char *why, size_t whylen);
+void baton__tcp_watch(void *t, const baton__watch_t *watch);
+
 #endif /* BATON_TCP_IMPL_H */

@@ -254,10 +254,11 @@ const baton__transport_t baton__tcp_transport = {
 
 /* ------------------------------------------- the communicator's TCP side */
 
-int baton__tcp_check(baton__tcp_t *t, char *why, size_t whylen) {
+int baton__tcp_check(void *impl, char *why, size_t whylen) {
+  baton__tcp_t *t = impl;
   tcp_conn_t *bad = NULL;
-  int rc = t ? progress(t, &bad) : 0;
-  tcp_conn_t *ab = t ? aborted_peer(t, baton__now()) : NULL;
+  int rc = progress(t, &bad);
+  tcp_conn_t *ab = aborted_peer(t, baton__now());
   if (ab) {
     snprintf(why, whylen, "rank %d (host %.40s): %.300s", ab->conn.peer, t->hosts[ab->conn.peer],
              ab->abort_msg);
@@ -268,7 +269,7 @@ int baton__tcp_check(baton__tcp_t *t, char *why, size_t whylen) {
   return rc;
 }
 
-void baton__tcp_watch(baton__tcp_t *t, const baton__watch_t *watch) {
-  if (t)
-    t->watch = watch;
+void baton__tcp_watch(void *impl, const baton__watch_t *watch) {
+  baton__tcp_t *t = impl;
+  t->watch = watch;
 }

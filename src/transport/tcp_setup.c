@@ -354,6 +354,8 @@ static int connect_peers(baton__tcp_t *t, baton__store_t *st, const baton__tcp_a
   return 0;
 }
 
+static void tcp_destroy(void *impl);
+
 int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton__params_t *p,
                      baton__tcp_t **out, char *err, size_t errlen) {
   baton__tcp_t *t = calloc(1, sizeof *t);
@@ -431,26 +433,35 @@ fail:
     snprintf(err, errlen, "out of memory for the TCP connections");
   if (lfd >= 0)
     close(lfd);
-  baton__tcp_destroy(t);
+  tcp_destroy(t);
   return rc;
 }
 
-baton__conn_t *baton__tcp_send_conn(baton__tcp_t *t, int peer) {
-  return t && t->to[peer] ? &t->to[peer]->conn : NULL;
+static baton__conn_t *tcp_conn_to(void *impl, int peer) {
+  baton__tcp_t *t = impl;
+  return t->to[peer] ? &t->to[peer]->conn : NULL;
 }
 
-baton__conn_t *baton__tcp_recv_conn(baton__tcp_t *t, int peer) {
-  return t && t->from[peer] ? &t->from[peer]->conn : NULL;
+static baton__conn_t *tcp_conn_from(void *impl, int peer) {
+  baton__tcp_t *t = impl;
+  return t->from[peer] ? &t->from[peer]->conn : NULL;
 }
 
-void baton__tcp_shutdown(baton__tcp_t *t) {
-  for (int i = 0; t && i < t->nall; i++)
+/* From any thread or a signal handler (only shutdown(2)): peers see the
+ * end of the stream, and this rank's waiters wake to find their sockets
+ * closed. There is no abort frame: the handler may have interrupted this
+ * rank in the middle of writing a frame. */
+static void tcp_shutdown(void *impl, int rc, const char *msg) {
+  baton__tcp_t *t = impl;
+  (void)rc, (void)msg;
+  for (int i = 0; i < t->nall; i++)
     for (int j = 0; j < t->all[i]->nsocks; j++)
       if (t->all[i]->s[j].fd >= 0)
         shutdown(t->all[i]->s[j].fd, SHUT_RDWR);
 }
 
-void baton__tcp_destroy(baton__tcp_t *t) {
+static void tcp_destroy(void *impl) {
+  baton__tcp_t *t = impl;
   if (!t)
     return;
   for (int i = 0; i < t->nall; i++) {
@@ -464,3 +475,14 @@ void baton__tcp_destroy(baton__tcp_t *t) {
   }
   free(t->to), free(t->from), free(t->all), free(t->pfd), free(t->pfd_conn), free(t);
 }
+
+const baton__fabric_t baton__tcp_fabric = {
+    .name = "tcp",
+    .conn_to = tcp_conn_to,
+    .conn_from = tcp_conn_from,
+    .watch = baton__tcp_watch,
+    .check = baton__tcp_check,
+    .poison = baton__tcp_poison,
+    .shutdown = tcp_shutdown,
+    .destroy = tcp_destroy,
+};

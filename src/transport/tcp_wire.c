@@ -253,9 +253,8 @@ void baton__tcp_queue(tcp_conn_t *c, size_t bytes, const void *ref) {
     baton__tcp_advance_wire(c);
 }
 
-void baton__tcp_poison(baton__tcp_t *t, int rc, const char *msg) {
-  if (!t)
-    return;
+void baton__tcp_poison(void *impl, int rc, const char *msg) {
+  baton__tcp_t *t = impl;
   uint32_t n = (uint32_t)strnlen(msg, 300);
   for (int i = 0; i < t->nall; i++) {
     tcp_conn_t *c = t->all[i];
