@@ -37,7 +37,7 @@ struct baton_comm {
   size_t stream_slot_bytes;    /* segment of messages of several chunks (exec.c) */
   uint64_t seq;                /* collectives started so far */
   baton__sig_t sig;            /* the current call, as peers must see it */
-  baton__watch_t watch;        /* what every wait checks (comm.c) */
+  baton__watch_t watch;        /* what every wait checks (fail.c) */
   _Atomic int abort_requested; /* baton_comm_abort was called */
   int fatal_rc;                /* the failure that broke this communicator */
   char fatal_msg[BATON__ERRLEN];
@@ -52,6 +52,20 @@ struct baton_comm {
  * later calls fail at once with the same code. */
 int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The watch every wait checks (fail.c): an abort on this rank, a failure a
+ * transport has seen, a local rank in another call. */
+int baton__comm_check(void *ctx, char *why, size_t whylen);
+/* Some rank is reached other than through this host's memory (TCP). */
+int baton__reaches_other_hosts(const baton_comm_t *comm);
+
+/* What baton_last_init_error returns (bootstrap.c; uniqueid.c writes it too). */
+extern char baton__init_error[BATON__ERRLEN];
+/* uniqueid.c: reads "baton-id-1 <host:port> <nonce>" (-1 when it is not
+ * one); and takes the store that baton_get_unique_id started for that
+ * nonce in this process out of the registry, NULL when there is none. */
+int baton__unique_id_parse(const baton_unique_id_t *id, char *addr, size_t addrlen, char *nonce);
+baton__store_server_t *baton__unique_id_adopt(const char *nonce);
 
 /* A barrier through the ring's connections (a one-byte allgather). */
 int baton__ring_barrier(baton_comm_t *comm);

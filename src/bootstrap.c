@@ -1,15 +1,15 @@
 /*
- * comm.c - creating and destroying a communicator.
+ * bootstrap.c - creating and destroying a communicator.
  *
  * baton_comm_init reads the knobs, meets the other ranks through the store
  * that rank 0 serves at BATON_ADDR, learns which ranks share a host,
  * chooses a ring that visits each host's ranks together and connects the
  * ring: shared memory inside a host, TCP between hosts. Everything a
  * collective needs later (schedule, chunk layout, channels) is allocated
- * here, once.
+ * here, once, and the end-of-init barrier keeps every rank in init until
+ * all are ready. baton_comm_destroy undoes it. Failures are fail.c's, the
+ * unique id's registry is uniqueid.c's.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,165 +20,9 @@
 #include "comm.h"
 #include "store.h"
 
-static char init_error[BATON__ERRLEN];
+char baton__init_error[BATON__ERRLEN];
 
-const char *baton_last_init_error(void) { return init_error; }
-
-static int breaks_comm(int rc) {
-  /* ENOMEM reaches baton__fail only from a collective that has begun (its
-   * scratch memory): the peers wait for this rank's part, so they must be
-   * told rather than left to time out. */
-  return rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT || rc == BATON_EPROTO ||
-         rc == BATON_EMISMATCH || rc == BATON_EABORTED || rc == BATON_ESYS || rc == BATON_ENOMEM;
-}
-
-/* Where a message quotes another rank's failure: the first ": rank N: ". */
-static const char *relayed_cause(const char *msg) {
-  for (const char *p = strstr(msg, ": rank "); p; p = strstr(p + 1, ": rank ")) {
-    const char *q = p + 7;
-    if (*q < '0' || *q > '9')
-      continue;
-    while (*q >= '0' && *q <= '9')
-      q++;
-    if (q[0] == ':' && q[1] == ' ')
-      return p + 2;
-  }
-  return NULL;
-}
-
-/* A connection broke with no word from the peer: perhaps a rank failed for
- * a reason of its own and published it in the store (baton__fail). Waits
- * for that a moment; returns its code with the cause appended, or rc. */
-static int explain(baton_comm_t *comm, int rc) {
-  char val[BATON__ERRLEN + 16], err[128];
-  size_t len = 0;
-  if (baton__store_get(comm->store, "abort", val, sizeof val - 1, &len, 0.15, err, sizeof err))
-    return rc;
-  val[len < sizeof val ? len : sizeof val - 1] = '\0';
-  int code = 0, off = 0;
-  if (sscanf(val, "%d %n", &code, &off) != 1 || code >= 0 || code < -100 || off <= 0)
-    return rc;
-  size_t used = strlen(comm->last_error);
-  snprintf(comm->last_error + used, sizeof comm->last_error - used, "; the cause: %s", val + off);
-  return code;
-}
-
-/* Some rank is reached other than through this host's memory (TCP): its
- * failures may show there only as a broken connection. */
-static int reaches_other_hosts(const baton_comm_t *comm) {
-  return comm->nnet > (comm->host_net ? 1 : 0);
-}
-
-int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(comm->last_error, sizeof comm->last_error, fmt, ap);
-  va_end(ap);
-  baton__log_warn(COLL, "%s: %s", baton_err_name(rc), comm->last_error);
-  if (rc == BATON_EREMOTE && !comm->fatal_rc && comm->store && !relayed_cause(comm->last_error))
-    rc = explain(comm, rc);
-  if (breaks_comm(rc) && !comm->fatal_rc) {
-    comm->fatal_rc = rc;
-    /* A failure relayed from another rank ("... rank R: cause") is passed
-     * on as its cause, so that messages do not nest along the ring. */
-    const char *cause = relayed_cause(comm->last_error);
-    if (cause)
-      snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "%s", cause);
-    else
-      snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "rank %d: %.400s", comm->rank,
-               comm->last_error);
-    for (int i = 0; i < comm->nnet; i++)
-      comm->net[i].ops->poison(comm->net[i].impl, rc, comm->fatal_msg);
-    if (!cause && reaches_other_hosts(comm)) {
-      /* Also where any rank can read it, for a rank whose connections broke
-       * before the abort frames reached it (see explain()). */
-      char val[BATON__ERRLEN + 16], err[128];
-      int n = snprintf(val, sizeof val, "%d %s", rc, comm->fatal_msg);
-      baton__store_set(comm->store, "abort", val, (size_t)n + 1, err, sizeof err);
-    }
-  }
-  return rc;
-}
-
-int baton__comm_begin(baton_comm_t *comm, const char *name) {
-  char why[BATON__ERRLEN];
-  int rc = comm->fatal_rc;
-  /* The cheap part of the watch only (two loads of lines nobody writes
-   * while all is well); the rest runs while a wait lasts. */
-  if (!rc && atomic_load_explicit(&comm->abort_requested, memory_order_relaxed)) {
-    snprintf(why, sizeof why, "baton_comm_abort was called on rank %d", comm->rank);
-    rc = BATON_EABORTED;
-  } else if (!rc && comm->host_net) {
-    rc = comm->host_net->ops->check(comm->host_net->impl, why, sizeof why);
-  }
-  if (rc && !comm->fatal_rc)
-    return baton__fail(comm, rc, "%s #%llu: %s", name, (unsigned long long)comm->seq, why);
-  if (rc)
-    snprintf(comm->last_error, sizeof comm->last_error,
-             "%s #%llu: this communicator failed earlier: %.440s", name,
-             (unsigned long long)comm->seq, comm->fatal_msg);
-  return rc;
-}
-
-/* The watch every wait checks: an abort on this rank, a failure that a
- * rank of this host published, or (shared memory, while this rank works
- * through a schedule) a rank that entered a rendezvous with another call
- * under the same collective number. */
-static int comm_check(void *ctx, char *why, size_t whylen) {
-  baton_comm_t *c = ctx;
-  if (atomic_load_explicit(&c->abort_requested, memory_order_acquire)) {
-    snprintf(why, whylen, "baton_comm_abort was called on rank %d", c->rank);
-    return BATON_EABORTED;
-  }
-  /* Every transport when there are several, so that one keeps moving (and
-   * its failures show) while a rank waits on the other; a lone transport
-   * sees its own failures in its wait, and only the host's poison, cheap
-   * and perhaps from a rank that failed elsewhere, is read again. */
-  int rc = 0;
-  for (int i = 0; !rc && i < c->nnet; i++)
-    if (c->nnet > 1 || &c->net[i] == c->host_net)
-      rc = c->net[i].ops->check(c->net[i].impl, why, whylen);
-  if (!rc && c->host_net && c->seq > 0)
-    rc = c->host_net->ops->peek(c->host_net->impl, c->shm_calls + 1, &c->sig, why, whylen);
-  return rc;
-}
-
-/* Text and a decimal into p, without stdio (not async-signal-safe); each
- * returns the characters written. */
-static size_t put_text(char *p, const char *s) {
-  size_t n = 0;
-  for (; s[n]; n++)
-    p[n] = s[n];
-  return n;
-}
-
-static size_t put_decimal(char *p, unsigned v) {
-  char d[10];
-  size_t n = 0;
-  do
-    d[n++] = (char)('0' + v % 10);
-  while ((v /= 10) != 0);
-  for (size_t i = 0; i < n; i++)
-    p[i] = d[n - 1 - i];
-  return n;
-}
-
-int baton_comm_abort(baton_comm_t *comm) {
-  if (!comm)
-    return BATON_EINVAL;
-  /* Only atomic stores, plain stores to the stack and system calls (each
-   * transport's shutdown is async-signal-safe): safe from another thread or
-   * a signal handler, and it never waits. */
-  atomic_store_explicit(&comm->abort_requested, 1, memory_order_release);
-  char msg[64];
-  size_t n = put_text(msg, "rank ");
-  n += put_decimal(msg + n, (unsigned)comm->rank);
-  n += put_text(msg + n, " called baton_comm_abort");
-  msg[n] = '\0';
-  for (int i = 0; i < comm->nnet; i++)
-    comm->net[i].ops->shutdown(comm->net[i].impl, BATON_EABORTED, msg);
-  return BATON_OK;
-}
+const char *baton_last_init_error(void) { return baton__init_error; }
 
 baton__conn_t *baton__conn_to(baton_comm_t *comm, int peer) {
   return peer >= 0 && peer < comm->size ? comm->to[peer] : NULL;
@@ -528,105 +372,6 @@ static void log_ready(const baton_comm_t *c) {
                   c->size, nets, c->slot_bytes, ring);
 }
 
-/* ------------------------------------------------------------ unique id */
-
-/* Stores started by baton_get_unique_id, waiting for the communicator of
- * this process that will own them. */
-#define MAX_PENDING 16
-static struct {
-  char nonce[33];
-  baton__store_server_t *srv;
-} pending[MAX_PENDING];
-static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
-
-#define ID_PREFIX "baton-id-1 "
-
-/* "baton-id-1 <host:port> <nonce>" */
-static int parse_id(const baton_unique_id_t *id, char *addr, size_t addrlen, char *nonce) {
-  char buf[BATON_UNIQUE_ID_BYTES + 1];
-  memcpy(buf, id->internal, BATON_UNIQUE_ID_BYTES);
-  buf[BATON_UNIQUE_ID_BYTES] = '\0';
-  char a[100];
-  if (strncmp(buf, ID_PREFIX, strlen(ID_PREFIX)) != 0 ||
-      sscanf(buf + strlen(ID_PREFIX), "%99s %32s", a, nonce) != 2 || strlen(nonce) != 32)
-    return -1;
-  snprintf(addr, addrlen, "%s", a);
-  return 0;
-}
-
-int baton_get_unique_id(baton_unique_id_t *id) {
-  char *err = init_error, host[256] = "", ip[64] = "127.0.0.1";
-  size_t errlen = sizeof init_error;
-  baton__params_t p;
-  int port = 0, rc;
-  if (!id) {
-    snprintf(err, errlen, "baton_get_unique_id: id is NULL");
-    return BATON_EINVAL;
-  }
-  if ((rc = baton__params_load(&p, err, errlen)) != 0)
-    return rc;
-  if (p.addr[0]) {
-    if ((rc = baton__parse_hostport(p.addr, "BATON_ADDR", host, sizeof host, &port, err, errlen)) !=
-        0)
-      return rc;
-  } else if (baton__pick_local_ip(p.socket_ifname, "", ip, sizeof ip, err, errlen) != 0) {
-    if (p.socket_ifname[0])
-      return BATON_EUSAGE;
-    snprintf(ip, sizeof ip, "127.0.0.1"); /* no network: this host only */
-  }
-  if (!host[0])
-    snprintf(host, sizeof host, "%s", ip);
-  unsigned char r[16];
-  FILE *f = fopen("/dev/urandom", "rb");
-  int got = f && fread(r, sizeof r, 1, f) == 1;
-  if (f)
-    fclose(f);
-  if (!got) {
-    snprintf(err, errlen, "cannot read /dev/urandom for the unique id");
-    return BATON_ESYS;
-  }
-  char nonce[33], addr[80];
-  for (int i = 0; i < 16; i++)
-    snprintf(nonce + 2 * i, 3, "%02x", r[i]);
-  baton__secret_t secret; /* as load_secret() will choose it */
-  baton__store_server_t *srv;
-  if ((rc = baton__secret_set(&secret, p.secret[0] ? p.secret : nonce, err, errlen)) != 0 ||
-      (rc = baton__store_serve(host, port, &secret, p.timeout_s, &srv, err, errlen)) != 0)
-    return rc;
-  baton__store_format_addr(addr, sizeof addr, host, baton__store_port(srv));
-  memset(id, 0, sizeof *id);
-  snprintf(id->internal, sizeof id->internal, ID_PREFIX "%.79s %.32s", addr, nonce);
-  pthread_mutex_lock(&pending_lock);
-  int slot = -1;
-  for (int i = 0; i < MAX_PENDING && slot < 0; i++)
-    if (!pending[i].srv)
-      slot = i;
-  if (slot >= 0) {
-    pending[slot].srv = srv;
-    snprintf(pending[slot].nonce, sizeof pending[slot].nonce, "%s", nonce);
-  }
-  pthread_mutex_unlock(&pending_lock);
-  if (slot < 0) {
-    baton__store_stop(srv);
-    snprintf(err, errlen, "more than %d unique ids wait for their communicators", MAX_PENDING);
-    return BATON_EUSAGE;
-  }
-  baton__log_info(BOOT, "unique id: rendezvous at %s", addr);
-  return BATON_OK;
-}
-
-static baton__store_server_t *adopt_server(const char *nonce) {
-  baton__store_server_t *srv = NULL;
-  pthread_mutex_lock(&pending_lock);
-  for (int i = 0; i < MAX_PENDING && !srv; i++)
-    if (pending[i].srv && strcmp(pending[i].nonce, nonce) == 0) {
-      srv = pending[i].srv;
-      pending[i].srv = NULL;
-    }
-  pthread_mutex_unlock(&pending_lock);
-  return srv;
-}
-
 /* ----------------------------------------------------------------- init */
 
 /* The secret every connection of this communicator proves: BATON_SECRET, or
@@ -649,8 +394,8 @@ static int load_secret(baton_comm_t *c, const given_t *given, const char *host, 
 }
 
 static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_server_t *srv) {
-  char *err = init_error, host[256];
-  size_t errlen = sizeof init_error;
+  char *err = baton__init_error, host[256];
+  size_t errlen = sizeof baton__init_error;
   int port, rc;
   err[0] = '\0';
   if (!comm) {
@@ -686,7 +431,7 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
                                                     2 * c->size, err, errlen)) != 0)
     goto fail;
   choose_ring(c);
-  c->watch = (baton__watch_t){comm_check, c};
+  c->watch = (baton__watch_t){baton__comm_check, c};
   if (c->size > 1 && (rc = connect_ring(c, host, err, errlen)) != 0)
     goto fail;
   for (int r = 0; r < c->size; r++) {
@@ -723,8 +468,8 @@ int baton_comm_init(baton_comm_t **comm) { return init_comm(comm, NULL, NULL); }
 
 int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t *id, int rank) {
   char addr[128], nonce[33];
-  if (!id || parse_id(id, addr, sizeof addr, nonce) != 0) {
-    snprintf(init_error, sizeof init_error, "baton_comm_init_rank: %s",
+  if (!id || baton__unique_id_parse(id, addr, sizeof addr, nonce) != 0) {
+    snprintf(baton__init_error, sizeof baton__init_error, "baton_comm_init_rank: %s",
              id ? "the id was not "
                   "made by baton_get_unique_id (or was damaged on the way)"
                 : "id is NULL");
@@ -735,7 +480,7 @@ int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t 
   given_t g = {rank, size, addr, nonce};
   if (size < 1 || rank < 0 || rank >= size) /* fail before taking the store */
     return init_comm(comm, &g, NULL);
-  return init_comm(comm, &g, adopt_server(nonce));
+  return init_comm(comm, &g, baton__unique_id_adopt(nonce));
 }
 
 int baton_comm_destroy(baton_comm_t *comm) {
@@ -747,7 +492,7 @@ int baton_comm_destroy(baton_comm_t *comm) {
     rc = baton_barrier(comm);
   /* After a failure over TCP, peers may still come to the store for its
    * cause (explain()): the store outlives the failure by a moment. */
-  if (comm->fatal_rc && comm->server && reaches_other_hosts(comm))
+  if (comm->fatal_rc && comm->server && baton__reaches_other_hosts(comm))
     usleep(1000 * 1000);
   free_comm(comm);
   return rc;
@@ -755,7 +500,3 @@ int baton_comm_destroy(baton_comm_t *comm) {
 
 int baton_comm_rank(const baton_comm_t *comm) { return comm ? comm->rank : -1; }
 int baton_comm_size(const baton_comm_t *comm) { return comm ? comm->size : -1; }
-
-const char *baton_comm_last_error(const baton_comm_t *comm) {
-  return comm ? comm->last_error : "comm is NULL";
-}
