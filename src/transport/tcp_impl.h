@@ -8,6 +8,8 @@
 #define BATON_TCP_IMPL_H
 
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "tcp.h"
 
@@ -86,6 +88,14 @@ static inline uint64_t get64(const uint8_t *b) {
   for (int i = 0; i < 8; i++)
     v |= (uint64_t)b[i] << (8 * i);
   return v;
+}
+
+/* writev for a socket, but a peer that has gone (or a socket that
+ * baton_comm_abort shut) is EPIPE, never SIGPIPE: the default action of
+ * SIGPIPE would kill the user's process instead of failing the call. */
+static inline ssize_t baton__tcp_sendv(int fd, struct iovec *iov, int n) {
+  struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+  return sendmsg(fd, &m, MSG_NOSIGNAL);
 }
 
 static inline char *baton__tcp_slot_of(tcp_conn_t *c, uint64_t frame) {

@@ -98,7 +98,7 @@ static void ping_idle(baton__tcp_t *t) {
                           .kind = BATON__FRAME_PING,
                           .sig = {.root = -1}};
       baton__frame_pack(hdr, &f);
-      if (write(s->fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr) {
+      if (send(s->fd, hdr, sizeof hdr, MSG_NOSIGNAL) != (ssize_t)sizeof hdr) {
         /* an error shows at the next poll */
       }
     }

@@ -108,7 +108,7 @@ static int poll_until(int fd, short ev, double deadline) {
 static int io_all(int fd, void *buf, size_t n, int writing, double deadline) {
   char *b = buf;
   while (n > 0) {
-    ssize_t k = writing ? write(fd, b, n) : read(fd, b, n);
+    ssize_t k = writing ? send(fd, b, n, MSG_NOSIGNAL) : read(fd, b, n);
     if (k > 0) {
       b += k, n -= (size_t)k;
       continue;

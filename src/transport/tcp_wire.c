@@ -6,7 +6,7 @@
  * is checked before a byte of the payload is used: a stray or corrupt frame
  * is an error naming the peer, never data. This file packs and parses that
  * header and runs the per-socket state machines that move frames: push
- * writes committed slots (header and payload in one writev), pull reads
+ * writes committed slots (header and payload in one sendmsg), pull reads
  * into free slots through a small stage, and the abort frame that tells
  * the peers this communicator failed.
  */
@@ -131,7 +131,7 @@ int baton__tcp_push(tcp_conn_t *c, sock_t *s) {
     if (len > pdone)
       iov[n++] = (struct iovec){(char *)(src ? src : baton__tcp_slot_of(c, s->frame)) + pdone,
                                 len - pdone};
-    ssize_t w = writev(s->fd, iov, n);
+    ssize_t w = baton__tcp_sendv(s->fd, iov, n);
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       return 0;
     if (w < 0 && errno == EINTR)
@@ -272,7 +272,7 @@ void baton__tcp_poison(void *impl, int rc, const char *msg) {
                             .sig = {.root = rc, .seq = t->sig ? t->sig->seq : 0}};
         baton__frame_pack(hdr, &f);
         struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)msg, n}};
-        if (writev(s->fd, iov, 2) < 0) {
+        if (baton__tcp_sendv(s->fd, iov, 2) < 0) {
           /* nothing more to do: the shutdown below still tells the peer */
         }
       }
