@@ -282,6 +282,10 @@ static tcp_conn_t *conn_new(baton__tcp_t *t, int peer, int sending, const baton_
   c->t = t;
   c->sending = sending;
   c->nsocks = p->nsocks;
+  /* BATON_SHM_SLOTS sets TCP's slots too (there is no knob of TCP's own):
+   * each connection has that many local slots of BATON_TCP_SEGMENT_BYTES,
+   * so that many segments can be in flight (sending) or read ahead
+   * (receiving) per connection. */
   c->nslots = (uint32_t)p->shm_slots;
   c->conn.ops = &baton__tcp_transport;
   c->conn.peer = peer;
