@@ -161,7 +161,7 @@ static size_t sched_work_bytes(const baton__call_t *c) {
 /* The algorithm of a barrier: the host's rendezvous where every rank
  * shares this one's memory, else a one-byte allgather on the ring. */
 static const baton__algo_t *barrier_algo(const baton_comm_t *comm) {
-  unsigned want = comm->one_host && comm->shm ? BATON__ALGO_MAILBOX : 0;
+  unsigned want = comm->one_host && comm->host_net ? BATON__ALGO_MAILBOX : 0;
   int n;
   const baton__algo_t *all = baton__algos(&n);
   for (int i = 0; i < n; i++)
@@ -288,8 +288,8 @@ int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton_
   c->sig = sig_of(c);
   int runs = comm->size > 1 && args->count > 0;
   c->rendezvous = runs && (algo->traits & BATON__ALGO_MAILBOX) ? ++comm->shm_calls : 0;
-  if (comm->shm)
-    baton__shm_publish(comm->shm, &c->sig);
+  if (comm->host_net) /* the host's other ranks compare it with theirs while they wait */
+    comm->host_net->ops->publish(comm->host_net->impl, &c->sig);
   int rc = baton__comm_begin(comm, args->name);
   if (rc) {
     call_put(c);

@@ -18,8 +18,9 @@ struct baton_comm {
   char (*hosts)[64];          /* host name of every rank, for people */
   int *group;                 /* per rank: lowest rank sharing its memory */
   int one_host;               /* every rank shares this rank's memory */
-  baton__shm_t *shm;          /* NULL when no other rank shares memory */
-  baton__tcp_t *tcp;          /* NULL when every neighbour is local */
+  baton__net_t net[2];        /* the transports in use, reached only through their tables */
+  int nnet;                   /* 0 for a single rank */
+  baton__net_t *host_net;     /* the one with a rendezvous (shared memory), or NULL */
   baton__conn_t **to, **from; /* per peer rank, NULL when not connected */
   size_t slot_bytes;          /* segment size: the smallest slot of any connection */
   int *order;                 /* the ring: ranks in ring order */
@@ -36,7 +37,7 @@ struct baton_comm {
   /* The signature of the call whose step runs now: what the transports
    * stamp on what they send and check what they receive against. */
   baton__sig_t sig;
-  baton__watch_t watch;        /* what every wait checks (comm.c) */
+  baton__watch_t watch;        /* what every wait checks (fail.c) */
   _Atomic int abort_requested; /* baton_comm_abort was called */
   int fatal_rc;                /* the failure that broke this communicator */
   char fatal_msg[BATON__ERRLEN];
@@ -53,6 +54,20 @@ int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...)
 
 /* The end-of-init barrier: collective number 0, before any call (coll.c). */
 int baton__init_barrier(baton_comm_t *comm);
+
+/* The watch every wait checks (fail.c): an abort on this rank, a failure a
+ * transport has seen, a local rank in another call. */
+int baton__comm_check(void *ctx, char *why, size_t whylen);
+/* Some rank is reached other than through this host's memory (TCP). */
+int baton__reaches_other_hosts(const baton_comm_t *comm);
+
+/* What baton_last_init_error returns (bootstrap.c; uniqueid.c writes it too). */
+extern char baton__init_error[BATON__ERRLEN];
+/* uniqueid.c: reads "baton-id-1 <host:port> <nonce>" (-1 when it is not
+ * one); and takes the store that baton_get_unique_id started for that
+ * nonce in this process out of the registry, NULL when there is none. */
+int baton__unique_id_parse(const baton_unique_id_t *id, char *addr, size_t addrlen, char *nonce);
+baton__store_server_t *baton__unique_id_adopt(const char *nonce);
 
 /* Starts a collective: 0, or the code of an earlier failure or abort. */
 int baton__comm_begin(baton_comm_t *comm, const char *name);

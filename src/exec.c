@@ -292,19 +292,22 @@ static void copy_run(baton__call_t *c, const baton__step_t *st) {
 /* ---- The mailboxes (one round: offsets are the chunks' whole lengths). */
 
 int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count, size_t elsize) {
-  if (!comm->shm || !comm->one_host || count == 0)
+  const baton__net_t *host = comm->host_net;
+  if (!host || !comm->one_host || count == 0)
     return 0;
   size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
-  return in_count * elsize <= baton__shm_mailbox_bytes(comm->shm);
+  return in_count * elsize <= host->ops->mailbox_bytes(host->impl);
 }
 
 static char *box_ptr(const baton__call_t *c, int rank, int chunk) {
-  char *box = baton__shm_mailbox(c->comm->shm, rank, c->rendezvous);
+  const baton__net_t *host = c->comm->host_net;
+  char *box = host->ops->mailbox(host->impl, rank, c->rendezvous);
   return box + c->layout.box_off[chunk] * c->elsize;
 }
 
 static int mailbox_put(baton__call_t *c, const baton__step_t *st) {
-  size_t room = baton__shm_mailbox_bytes(c->comm->shm);
+  const baton__net_t *host = c->comm->host_net;
+  size_t room = host->ops->mailbox_bytes(host->impl);
   for (int i = 0; i < st->n; i++) {
     int ch = chunk_at(c, st->chunk, i);
     size_t len = c->layout.len[ch] * c->elsize;
@@ -315,7 +318,7 @@ static int mailbox_put(baton__call_t *c, const baton__step_t *st) {
     memcpy(box_ptr(c, c->comm->rank, ch), in_ptr(c, ch, 0), len);
   }
   char why[BATON__ERRLEN];
-  int rc = baton__shm_arrive(c->comm->shm, c->rendezvous, &c->sig, c->comm->params.timeout_s, why,
+  int rc = host->ops->arrive(host->impl, c->rendezvous, &c->sig, c->comm->params.timeout_s, why,
                              sizeof why);
   return rc ? fail_at(c, st, rc, why) : 0;
 }

@@ -150,6 +150,20 @@ int baton__parse_hostport(const char *s, const char *what, char *host, size_t ho
 /* ----------------------------------------------------------------- util */
 
 double baton__now(void); /* seconds, CLOCK_MONOTONIC */
+
+/* One beat of a spin-wait: tells the core that this is a wait loop (x86
+ * PAUSE, Arm YIELD), so that it saves power and leaves the pipeline to a
+ * sibling thread; elsewhere at least a compiler barrier, so that the loop
+ * reloads what it waits for. */
+static inline void baton__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield" ::: "memory");
+#else
+  __asm__ volatile("" ::: "memory");
+#endif
+}
 /* BATON_OK once fd has one of events, BATON_ETIMEDOUT at deadline
  * (baton__now() seconds), or BATON_ESYS with errno set. */
 int baton__wait_fd(int fd, short events, double deadline);

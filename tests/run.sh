@@ -20,7 +20,8 @@
 # mixed and emulated-cluster sweeps;
 # test_coll with BATON_ALGO=tree and =naive (3, 5, 8 ranks, TCP; tree at 4 in full);
 # test_failure (lost ranks, aborts,
-# mismatched calls); the unique-id and MPI starts; test_api at 1 and 2
+# mismatched calls); test_abort_signal (baton_comm_abort from a signal
+# handler); the unique-id and MPI starts; test_api at 1 and 2
 # ranks; test_hostile (strangers at the store port); test_secret.sh; a
 # 3-second baton-soak; the training example and the Python binding
 # (tests/test_python.py, test_train.py, which need /usr/bin/python3 with
@@ -211,6 +212,16 @@ for mode in kill abort mismatch; do
   run "test_failure $mode 4 2 hosts x 2 ranks" 1 env BATON_TIMEOUT=20 TEST_HOSTS=2 \
     "$BUILD/tests/test_failure" "$mode" 4
 done
+# baton_comm_abort from a SIGALRM handler amid a run of allreduces: the
+# signalled rank returns EABORTED, its peers fail fast, SIGPIPE never fires.
+for n in 2 3; do
+  run "test_abort_signal -n $n" 1 env BATON_TIMEOUT=20 "$BUILD/bin/baton-run" -n "$n" \
+    "$BUILD/tests/test_abort_signal"
+  run "test_abort_signal -n $n BATON_TRANSPORT=tcp" 1 env BATON_TIMEOUT=20 BATON_TRANSPORT=tcp \
+    "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_abort_signal"
+done
+run "test_abort_signal -n 4 2 hosts x 2 ranks" 1 env BATON_TIMEOUT=20 "$BUILD/bin/baton-run" -n 4 \
+  sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_abort_signal"
 # The correctness sweep across emulated hosts (network namespaces, TCP
 # between them): 4 hosts over TCP, and 2 hosts x 2 ranks. Skips, saying
 # why, without root or iproute2.

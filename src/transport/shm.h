@@ -1,4 +1,4 @@
-/* shm.h - set-up of the shared-memory transport (see shm.c). */
+/* shm.h - set-up and rendezvous of the shared-memory transport (shm_*.c). */
 #ifndef BATON_SHM_H
 #define BATON_SHM_H
 
@@ -6,6 +6,10 @@
 #include "transport.h"
 
 typedef struct baton__shm baton__shm_t;
+
+/* The rest of the instance is reached only through baton__shm_fabric
+ * (transport.h): connections, watch, poison (its check reads it), destroy,
+ * and the host's rendezvous with its mailboxes (shm_impl.h). */
 
 /* Collective over the `size` ranks of one host, listed in `local` in
  * ascending order (mailboxes and rendezvous use the index into it): the
@@ -15,37 +19,4 @@ typedef struct baton__shm baton__shm_t;
 int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *local, int size,
                      int next, int prev, const baton__params_t *p, baton__shm_t **out, char *err,
                      size_t errlen);
-/* The channel to / from any other local rank: the ring's towards the ring
- * neighbour, a pair channel otherwise; NULL when `peer` is not local. */
-baton__conn_t *baton__shm_conn_to(baton__shm_t *s, int peer);
-baton__conn_t *baton__shm_conn_from(baton__shm_t *s, int peer);
-/* The channels to the ring neighbours; NULL when that neighbour is not local. */
-baton__conn_t *baton__shm_send_conn(baton__shm_t *s);
-baton__conn_t *baton__shm_recv_conn(baton__shm_t *s);
-/* Rendezvous number `call` (1 is taken by set-up, then 2, 3, ...): marks
- * this rank arrived and returns once all have; why names missing ranks. A
- * rank's writes to its mailbox before arriving are visible to all after. */
-int baton__shm_arrive(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, double timeout_s,
-                      char *why, size_t whylen);
-/* With sig: each rank leaves its call's signature in its mailbox and, once
- * all have arrived, compares them all (BATON_EMISMATCH). */
-/* While waiting elsewhere: a rank that arrived at rendezvous `call` for
- * the same collective number as sig but with another call is a mismatch. */
-int baton__shm_peek(baton__shm_t *s, uint32_t call, const baton__sig_t *sig, char *why,
-                    size_t whylen);
-/* Leaves this rank's current call where the host's other ranks can see it
- * (baton__shm_peek compares it with theirs while they wait). */
-void baton__shm_publish(baton__shm_t *s, const baton__sig_t *sig);
-/* A failure every rank of this host must learn: the first code sticks.
- * baton__shm_poisoned returns it (0 while none) with its message. */
-void baton__shm_poison(baton__shm_t *s, int rc, const char *msg);
-int baton__shm_poisoned(baton__shm_t *s, char *why, size_t whylen);
-/* The communicator's watch, checked on every sleep slice. */
-void baton__shm_watch(baton__shm_t *s, const baton__watch_t *watch);
-/* Each rank's mailbox for a call; calls alternate between two sets, so a
- * rank may fill the next call's mailbox while others still read this one. */
-void *baton__shm_mailbox(baton__shm_t *s, int rank, uint32_t call);
-size_t baton__shm_mailbox_bytes(const baton__shm_t *s);
-void baton__shm_destroy(baton__shm_t *s);
-
 #endif /* BATON_SHM_H */

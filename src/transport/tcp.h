@@ -1,4 +1,4 @@
-/* tcp.h - set-up of the TCP transport, for ranks on different hosts (see tcp.c). */
+/* tcp.h - set-up of the TCP transport, for ranks on different hosts (tcp_*.c). */
 #ifndef BATON_TCP_H
 #define BATON_TCP_H
 
@@ -24,10 +24,8 @@ typedef struct {
 
 int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton__params_t *p,
                      baton__tcp_t **out, char *err, size_t errlen);
-/* The connection to/from `peer`, or NULL when there is none. */
-baton__conn_t *baton__tcp_send_conn(baton__tcp_t *t, int peer);
-baton__conn_t *baton__tcp_recv_conn(baton__tcp_t *t, int peer);
-void baton__tcp_destroy(baton__tcp_t *t);
+/* The rest of the instance is reached through baton__tcp_fabric
+ * (transport.h): connections, watch, check, poison, shutdown, destroy. */
 
 /* The frame header every frame starts with; exposed for the tests and the
  * fuzzers. Integers little-endian:
@@ -52,19 +50,6 @@ void baton__frame_pack(uint8_t *b, const baton__frame_t *f);
  * number and a payload of at most max_len bytes; else -1 with why. */
 int baton__frame_parse(const uint8_t *b, uint64_t comm_id, uint32_t frame, uint32_t max_len,
                        baton__frame_t *f, char *why, size_t whylen);
-
-/* Tells every peer this rank sends to that the communicator failed (an
- * abort frame where the stream allows one), then closes the sending side
- * of every socket. Never blocks. */
-void baton__tcp_poison(baton__tcp_t *t, int rc, const char *msg);
-/* From any thread: shuts every socket down, so peers see the end of the
- * stream and this rank's waiters wake. */
-void baton__tcp_shutdown(baton__tcp_t *t);
-void baton__tcp_watch(baton__tcp_t *t, const baton__watch_t *watch);
-/* Moves whatever the sockets allow without blocking; returns the failure
- * of a connection, if any. For waits on another transport, so that TCP
- * keeps flowing and its failures are seen. */
-int baton__tcp_check(baton__tcp_t *t, char *why, size_t whylen);
 
 /* Picks the address to listen on: the interface named (or prefixed) by
  * `ifname` when set, else the one that routes to `rendezvous_host`. On

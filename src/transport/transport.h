@@ -78,4 +78,41 @@ struct baton__conn {
 extern const baton__transport_t baton__shm_transport;
 extern const baton__transport_t baton__tcp_transport;
 
+/* The communicator-wide side of a transport (one instance per communicator):
+ * its connections, its failure handling and, for shared memory, the host's
+ * rendezvous. Entries a transport lacks are NULL. Creation is not here: each
+ * transport's set-up function (shm.h, tcp.h) makes the instance. */
+typedef struct {
+  const char *name;
+  baton__conn_t *(*conn_to)(void *t, int peer); /* NULL when peer is not reached by it */
+  baton__conn_t *(*conn_from)(void *t, int peer);
+  void (*watch)(void *t, const baton__watch_t *watch);
+  /* 0, or a failure it has seen (moving bytes where it buffers: TCP). */
+  int (*check)(void *t, char *why, size_t whylen);
+  /* Tells the peers the communicator failed; never blocks. */
+  void (*poison)(void *t, int rc, const char *msg);
+  /* Async-signal-safe (baton_comm_abort): only atomic stores and system
+   * calls. Tells the peers what can be told that way (shared memory: the
+   * poison, with msg; TCP: every socket shut, so peers see EOF) and wakes
+   * this rank's waiters. */
+  void (*shutdown)(void *t, int rc, const char *msg);
+  void (*destroy)(void *t);
+  /* The rendezvous of every rank on this transport (shared memory; NULL
+   * for TCP): see shm.h. */
+  int (*arrive)(void *t, uint32_t call, const baton__sig_t *sig, double timeout_s, char *why,
+                size_t whylen);
+  int (*peek)(void *t, uint32_t call, const baton__sig_t *sig, char *why, size_t whylen);
+  void (*publish)(void *t, const baton__sig_t *sig);
+  void *(*mailbox)(void *t, int rank, uint32_t call);
+  size_t (*mailbox_bytes)(const void *t);
+} baton__fabric_t;
+
+/* One transport of a communicator: its table and its instance. */
+typedef struct {
+  const baton__fabric_t *ops;
+  void *impl;
+} baton__net_t;
+
+extern const baton__fabric_t baton__shm_fabric, baton__tcp_fabric;
+
 #endif /* BATON_TRANSPORT_H */

@@ -1,5 +1,5 @@
 /*
- * fuzz_tcp.c - the receiving side of the TCP transport (src/transport/tcp.c,
+ * fuzz_tcp.c - the receiving side of the TCP transport (src/transport/tcp_*.c,
  * included whole so that the target can build one connection by hand): the
  * input plays the peer's byte stream on a socket pair, and this side takes
  * frames as the executor does (recv_acquire / recv_release) until the
@@ -8,7 +8,9 @@
  * payload is trusted, so nothing here may crash, hang or read past a slot.
  */
 #define EXPLAIN_S 0 /* no peer will explain a closed stream here */
-#include "../../src/transport/tcp.c"
+#include "../../src/transport/tcp_wire.c"
+#include "../../src/transport/tcp_progress.c"
+#include "../../src/transport/tcp_setup.c"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 volatile uint8_t sink;

@@ -1,15 +1,15 @@
 /*
- * comm.c - creating and destroying a communicator.
+ * bootstrap.c - creating and destroying a communicator.
  *
  * baton_comm_init reads the knobs, meets the other ranks through the store
  * that rank 0 serves at BATON_ADDR, learns which ranks share a host,
  * chooses a ring that visits each host's ranks together and connects the
  * ring: shared memory inside a host, TCP between hosts. Everything a
  * collective needs later (schedule, chunk layout, channels) is allocated
- * here, once.
+ * here, once, and the end-of-init barrier keeps every rank in init until
+ * all are ready. baton_comm_destroy undoes it. Failures are fail.c's, the
+ * unique id's registry is uniqueid.c's.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,130 +21,9 @@
 #include "comm.h"
 #include "store.h"
 
-static char init_error[BATON__ERRLEN];
+char baton__init_error[BATON__ERRLEN];
 
-const char *baton_last_init_error(void) { return init_error; }
-
-static int breaks_comm(int rc) {
-  /* ENOMEM reaches baton__fail only from a collective that has begun (its
-   * scratch memory): the peers wait for this rank's part, so they must be
-   * told rather than left to time out. */
-  return rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT || rc == BATON_EPROTO ||
-         rc == BATON_EMISMATCH || rc == BATON_EABORTED || rc == BATON_ESYS || rc == BATON_ENOMEM;
-}
-
-/* Where a message quotes another rank's failure: the first ": rank N: ". */
-static const char *relayed_cause(const char *msg) {
-  for (const char *p = strstr(msg, ": rank "); p; p = strstr(p + 1, ": rank ")) {
-    const char *q = p + 7;
-    if (*q < '0' || *q > '9')
-      continue;
-    while (*q >= '0' && *q <= '9')
-      q++;
-    if (q[0] == ':' && q[1] == ' ')
-      return p + 2;
-  }
-  return NULL;
-}
-
-/* A connection broke with no word from the peer: perhaps a rank failed for
- * a reason of its own and published it in the store (baton__fail). Waits
- * for that a moment; returns its code with the cause appended, or rc. */
-static int explain(baton_comm_t *comm, int rc) {
-  char val[BATON__ERRLEN + 16], err[128];
-  size_t len = 0;
-  if (baton__store_get(comm->store, "abort", val, sizeof val - 1, &len, 0.15, err, sizeof err))
-    return rc;
-  val[len < sizeof val ? len : sizeof val - 1] = '\0';
-  int code = 0, off = 0;
-  if (sscanf(val, "%d %n", &code, &off) != 1 || code >= 0 || code < -100 || off <= 0)
-    return rc;
-  size_t used = strlen(comm->last_error);
-  snprintf(comm->last_error + used, sizeof comm->last_error - used, "; the cause: %s", val + off);
-  return code;
-}
-
-int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(comm->last_error, sizeof comm->last_error, fmt, ap);
-  va_end(ap);
-  baton__log_warn(COLL, "%s: %s", baton_err_name(rc), comm->last_error);
-  if (rc == BATON_EREMOTE && !comm->fatal_rc && comm->store && !relayed_cause(comm->last_error))
-    rc = explain(comm, rc);
-  if (breaks_comm(rc) && !comm->fatal_rc) {
-    comm->fatal_rc = rc;
-    /* A failure relayed from another rank ("... rank R: cause") is passed
-     * on as its cause, so that messages do not nest along the ring. */
-    const char *cause = relayed_cause(comm->last_error);
-    if (cause)
-      snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "%s", cause);
-    else
-      snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "rank %d: %.400s", comm->rank,
-               comm->last_error);
-    baton__shm_poison(comm->shm, rc, comm->fatal_msg);
-    baton__tcp_poison(comm->tcp, rc, comm->fatal_msg);
-    if (!cause && comm->tcp) {
-      /* Also where any rank can read it, for a rank whose connections broke
-       * before the abort frames reached it (see explain()). */
-      char val[BATON__ERRLEN + 16], err[128];
-      int n = snprintf(val, sizeof val, "%d %s", rc, comm->fatal_msg);
-      baton__store_set(comm->store, "abort", val, (size_t)n + 1, err, sizeof err);
-    }
-  }
-  return rc;
-}
-
-int baton__comm_begin(baton_comm_t *comm, const char *name) {
-  char why[BATON__ERRLEN];
-  int rc = comm->fatal_rc;
-  /* The cheap part of the watch only (two loads of lines nobody writes
-   * while all is well); the rest runs while a wait lasts. */
-  if (!rc && atomic_load_explicit(&comm->abort_requested, memory_order_relaxed)) {
-    snprintf(why, sizeof why, "baton_comm_abort was called on rank %d", comm->rank);
-    rc = BATON_EABORTED;
-  } else if (!rc) {
-    rc = baton__shm_poisoned(comm->shm, why, sizeof why);
-  }
-  if (rc && !comm->fatal_rc)
-    return baton__fail(comm, rc, "%s #%llu: %s", name, (unsigned long long)comm->seq, why);
-  if (rc)
-    snprintf(comm->last_error, sizeof comm->last_error,
-             "%s #%llu: this communicator failed earlier: %.440s", name,
-             (unsigned long long)comm->seq, comm->fatal_msg);
-  return rc;
-}
-
-/* The watch every wait checks: an abort on this rank, a failure that a
- * rank of this host published, or (shared memory, while this rank works
- * through a schedule) a rank that entered a rendezvous with another call
- * under the same collective number. */
-static int comm_check(void *ctx, char *why, size_t whylen) {
-  baton_comm_t *c = ctx;
-  if (atomic_load_explicit(&c->abort_requested, memory_order_acquire)) {
-    snprintf(why, whylen, "baton_comm_abort was called on rank %d", c->rank);
-    return BATON_EABORTED;
-  }
-  int rc = baton__shm_poisoned(c->shm, why, whylen);
-  if (!rc && c->shm && c->tcp)
-    rc = baton__tcp_check(c->tcp, why, whylen);
-  if (!rc && c->shm && c->seq > 0)
-    rc = baton__shm_peek(c->shm, c->shm_calls + 1, &c->sig, why, whylen);
-  return rc;
-}
-
-int baton_comm_abort(baton_comm_t *comm) {
-  if (!comm)
-    return BATON_EINVAL;
-  /* Only atomic stores and system calls: safe from another thread or a
-   * signal handler, and it never waits. */
-  atomic_store_explicit(&comm->abort_requested, 1, memory_order_release);
-  char msg[64];
-  snprintf(msg, sizeof msg, "rank %d called baton_comm_abort", comm->rank);
-  baton__shm_poison(comm->shm, BATON_EABORTED, msg);
-  baton__tcp_shutdown(comm->tcp);
-  return BATON_OK;
-}
+const char *baton_last_init_error(void) { return baton__init_error; }
 
 baton__conn_t *baton__conn_to(baton_comm_t *comm, int peer) {
   return peer >= 0 && peer < comm->size ? comm->to[peer] : NULL;
@@ -291,8 +170,8 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
 static void free_comm(baton_comm_t *c) {
   baton__trace_close(c->trace);
   baton__select_free(c);
-  baton__shm_destroy(c->shm);
-  baton__tcp_destroy(c->tcp);
+  for (int i = 0; i < c->nnet; i++)
+    c->net[i].ops->destroy(c->net[i].impl);
   if (c->store)
     baton__store_close(c->store);
   if (c->server)
@@ -346,6 +225,24 @@ static int share_id(baton_comm_t *c, char *err, size_t errlen) {
   return rc;
 }
 
+static baton__net_t *net_add(baton_comm_t *c, const baton__fabric_t *ops, void *impl) {
+  c->net[c->nnet] = (baton__net_t){ops, impl};
+  return &c->net[c->nnet++];
+}
+
+/* The connections of net, to and from each rank that no transport added
+ * before reaches. */
+static void net_conns(baton_comm_t *c, const baton__net_t *net) {
+  for (int r = 0; r < c->size; r++) {
+    if (r == c->rank)
+      continue;
+    if (!c->to[r])
+      c->to[r] = net->ops->conn_to(net->impl, r);
+    if (!c->from[r])
+      c->from[r] = net->ops->conn_from(net->impl, r);
+  }
+}
+
 /* Shared memory between the ranks of this host (unless BATON_TRANSPORT=tcp),
  * TCP for the ring's edges that leave it. */
 static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size_t errlen) {
@@ -366,8 +263,11 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
   if (nlocal > 1) {
     char key[32];
     snprintf(key, sizeof key, "shm.%d", c->group[c->rank]);
-    rc = baton__shm_setup(c->store, key, c->rank, local, nlocal, next, prev, &c->params, &c->shm,
-                          err, errlen);
+    baton__shm_t *shm = NULL;
+    rc = baton__shm_setup(c->store, key, c->rank, local, nlocal, next, prev, &c->params, &shm, err,
+                          errlen);
+    if (rc == 0)
+      c->host_net = net_add(c, &baton__shm_fabric, shm);
   }
   free(local);
   if (rc)
@@ -379,14 +279,11 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
     snprintf(err, errlen, "out of memory");
     return BATON_ENOMEM;
   }
-  for (int r = 0; r < n; r++) {
-    if (r == c->rank)
-      continue;
-    c->to[r] = baton__shm_conn_to(c->shm, r);
-    c->from[r] = baton__shm_conn_from(c->shm, r);
-    if (!c->to[r])
+  if (c->host_net)
+    net_conns(c, c->host_net);
+  for (int r = 0; r < n; r++)
+    if (r != c->rank && !c->to[r])
       remote[nremote++] = r;
-  }
   /* The ring's segment, the same on every rank: a segment is forwarded
    * from one edge to the next, so it fits the smallest slot of any edge of
    * the whole ring, shared memory or TCP. */
@@ -420,11 +317,10 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
                          .local_ip = ip,
                          .hosts = c->hosts,
                          .secret = &c->secret};
-  rc = baton__tcp_setup(c->store, &a, &c->params, &c->tcp, err, errlen);
-  for (int i = 0; rc == 0 && i < nremote; i++) {
-    c->to[remote[i]] = baton__tcp_send_conn(c->tcp, remote[i]);
-    c->from[remote[i]] = baton__tcp_recv_conn(c->tcp, remote[i]);
-  }
+  baton__tcp_t *tcp = NULL;
+  rc = baton__tcp_setup(c->store, &a, &c->params, &tcp, err, errlen);
+  if (rc == 0)
+    net_conns(c, net_add(c, &baton__tcp_fabric, tcp));
   free(remote);
   return rc;
 }
@@ -451,111 +347,11 @@ static void log_ready(const baton_comm_t *c) {
   }
   if (c->size > 1 && off < sizeof ring - 16)
     snprintf(ring + off, sizeof ring - off, "%d", c->order[0]);
+  char nets[32] = "shm"; /* a single rank: nothing, but it would be */
+  for (int i = 0, k = 0; i < c->nnet; i++)
+    k += snprintf(nets + k, sizeof nets - (size_t)k, "%s%s", i ? "+" : "", c->net[i].ops->name);
   baton__log_info(INIT, "rank %d of %d ready: transport %s, segment %zu bytes, ring %s", c->rank,
-                  c->size,
-                  c->tcp && c->shm ? "shm+tcp"
-                  : c->tcp         ? "tcp"
-                                   : "shm",
-                  c->slot_bytes, ring);
-}
-
-/* ------------------------------------------------------------ unique id */
-
-/* Stores started by baton_get_unique_id, waiting for the communicator of
- * this process that will own them. */
-#define MAX_PENDING 16
-static struct {
-  char nonce[33];
-  baton__store_server_t *srv;
-} pending[MAX_PENDING];
-static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
-
-#define ID_PREFIX "baton-id-1 "
-
-/* "baton-id-1 <host:port> <nonce>" */
-static int parse_id(const baton_unique_id_t *id, char *addr, size_t addrlen, char *nonce) {
-  char buf[BATON_UNIQUE_ID_BYTES + 1];
-  memcpy(buf, id->internal, BATON_UNIQUE_ID_BYTES);
-  buf[BATON_UNIQUE_ID_BYTES] = '\0';
-  char a[100];
-  if (strncmp(buf, ID_PREFIX, strlen(ID_PREFIX)) != 0 ||
-      sscanf(buf + strlen(ID_PREFIX), "%99s %32s", a, nonce) != 2 || strlen(nonce) != 32)
-    return -1;
-  snprintf(addr, addrlen, "%s", a);
-  return 0;
-}
-
-int baton_get_unique_id(baton_unique_id_t *id) {
-  char *err = init_error, host[256] = "", ip[64] = "127.0.0.1";
-  size_t errlen = sizeof init_error;
-  baton__params_t p;
-  int port = 0, rc;
-  if (!id) {
-    snprintf(err, errlen, "baton_get_unique_id: id is NULL");
-    return BATON_EINVAL;
-  }
-  if ((rc = baton__params_load(&p, err, errlen)) != 0)
-    return rc;
-  if (p.addr[0]) {
-    if ((rc = baton__parse_hostport(p.addr, "BATON_ADDR", host, sizeof host, &port, err, errlen)) !=
-        0)
-      return rc;
-  } else if (baton__pick_local_ip(p.socket_ifname, "", ip, sizeof ip, err, errlen) != 0) {
-    if (p.socket_ifname[0])
-      return BATON_EUSAGE;
-    snprintf(ip, sizeof ip, "127.0.0.1"); /* no network: this host only */
-  }
-  if (!host[0])
-    snprintf(host, sizeof host, "%s", ip);
-  unsigned char r[16];
-  FILE *f = fopen("/dev/urandom", "rb");
-  int got = f && fread(r, sizeof r, 1, f) == 1;
-  if (f)
-    fclose(f);
-  if (!got) {
-    snprintf(err, errlen, "cannot read /dev/urandom for the unique id");
-    return BATON_ESYS;
-  }
-  char nonce[33], addr[80];
-  for (int i = 0; i < 16; i++)
-    snprintf(nonce + 2 * i, 3, "%02x", r[i]);
-  baton__secret_t secret; /* as load_secret() will choose it */
-  baton__store_server_t *srv;
-  if ((rc = baton__secret_set(&secret, p.secret[0] ? p.secret : nonce, err, errlen)) != 0 ||
-      (rc = baton__store_serve(host, port, &secret, p.timeout_s, &srv, err, errlen)) != 0)
-    return rc;
-  baton__store_format_addr(addr, sizeof addr, host, baton__store_port(srv));
-  memset(id, 0, sizeof *id);
-  snprintf(id->internal, sizeof id->internal, ID_PREFIX "%.79s %.32s", addr, nonce);
-  pthread_mutex_lock(&pending_lock);
-  int slot = -1;
-  for (int i = 0; i < MAX_PENDING && slot < 0; i++)
-    if (!pending[i].srv)
-      slot = i;
-  if (slot >= 0) {
-    pending[slot].srv = srv;
-    snprintf(pending[slot].nonce, sizeof pending[slot].nonce, "%s", nonce);
-  }
-  pthread_mutex_unlock(&pending_lock);
-  if (slot < 0) {
-    baton__store_stop(srv);
-    snprintf(err, errlen, "more than %d unique ids wait for their communicators", MAX_PENDING);
-    return BATON_EUSAGE;
-  }
-  baton__log_info(BOOT, "unique id: rendezvous at %s", addr);
-  return BATON_OK;
-}
-
-static baton__store_server_t *adopt_server(const char *nonce) {
-  baton__store_server_t *srv = NULL;
-  pthread_mutex_lock(&pending_lock);
-  for (int i = 0; i < MAX_PENDING && !srv; i++)
-    if (pending[i].srv && strcmp(pending[i].nonce, nonce) == 0) {
-      srv = pending[i].srv;
-      pending[i].srv = NULL;
-    }
-  pthread_mutex_unlock(&pending_lock);
-  return srv;
+                  c->size, nets, c->slot_bytes, ring);
 }
 
 /* ----------------------------------------------------------------- init */
@@ -580,8 +376,8 @@ static int load_secret(baton_comm_t *c, const given_t *given, const char *host, 
 }
 
 static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_server_t *srv) {
-  char *err = init_error, host[256];
-  size_t errlen = sizeof init_error;
+  char *err = baton__init_error, host[256];
+  size_t errlen = sizeof baton__init_error;
   int port, rc;
   err[0] = '\0';
   if (!comm) {
@@ -621,7 +417,7 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
     goto fail;
   }
   choose_ring(c);
-  c->watch = (baton__watch_t){comm_check, c};
+  c->watch = (baton__watch_t){baton__comm_check, c};
   if (c->size > 1 && (rc = connect_ring(c, host, err, errlen)) != 0)
     goto fail;
   for (int r = 0; r < c->size; r++) {
@@ -640,9 +436,8 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
   c->stream_slot_bytes = c->stream_slot_bytes / 64 * 64;
   if ((rc = baton__select_init(c, err, errlen)) != 0)
     goto fail;
-  if (c->shm)
-    baton__shm_watch(c->shm, &c->watch);
-  baton__tcp_watch(c->tcp, &c->watch);
+  for (int i = 0; i < c->nnet; i++)
+    c->net[i].ops->watch(c->net[i].impl, &c->watch);
   c->shm_calls = 1; /* the set-up rendezvous */
   if (c->size > 1 && (rc = init_barrier(c, err, errlen)) != 0)
     goto fail;
@@ -659,8 +454,8 @@ int baton_comm_init(baton_comm_t **comm) { return init_comm(comm, NULL, NULL); }
 
 int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t *id, int rank) {
   char addr[128], nonce[33];
-  if (!id || parse_id(id, addr, sizeof addr, nonce) != 0) {
-    snprintf(init_error, sizeof init_error, "baton_comm_init_rank: %s",
+  if (!id || baton__unique_id_parse(id, addr, sizeof addr, nonce) != 0) {
+    snprintf(baton__init_error, sizeof baton__init_error, "baton_comm_init_rank: %s",
              id ? "the id was not "
                   "made by baton_get_unique_id (or was damaged on the way)"
                 : "id is NULL");
@@ -671,7 +466,7 @@ int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t 
   given_t g = {rank, size, addr, nonce};
   if (size < 1 || rank < 0 || rank >= size) /* fail before taking the store */
     return init_comm(comm, &g, NULL);
-  return init_comm(comm, &g, adopt_server(nonce));
+  return init_comm(comm, &g, baton__unique_id_adopt(nonce));
 }
 
 int baton_comm_destroy(baton_comm_t *comm) {
@@ -683,7 +478,7 @@ int baton_comm_destroy(baton_comm_t *comm) {
     rc = baton_barrier(comm);
   /* After a failure over TCP, peers may still come to the store for its
    * cause (explain()): the store outlives the failure by a moment. */
-  if (comm->fatal_rc && comm->server && comm->tcp)
+  if (comm->fatal_rc && comm->server && baton__reaches_other_hosts(comm))
     usleep(1000 * 1000);
   free_comm(comm);
   return rc;
@@ -691,7 +486,3 @@ int baton_comm_destroy(baton_comm_t *comm) {
 
 int baton_comm_rank(const baton_comm_t *comm) { return comm ? comm->rank : -1; }
 int baton_comm_size(const baton_comm_t *comm) { return comm ? comm->size : -1; }
-
-const char *baton_comm_last_error(const baton_comm_t *comm) {
-  return comm ? comm->last_error : "comm is NULL";
-}
