@@ -28,8 +28,9 @@ VIZ=$BUILD/bin/baton-viz
 MODEL=$BUILD/bin/baton-model
 tmp=$(mktemp -d /tmp/baton-viz.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 ok() { passed=$((passed + 1)); }
+skip() { skipped=$((skipped + 1)); echo "SKIP: $*"; }
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 check() { if "${@:2}"; then ok; else fail "$1"; fi; }
 
@@ -152,7 +153,7 @@ if "$VIZ" --list | grep -q '^allreduce rhd$'; then
   check "rhd allreduce n=5 folds first and unfolds last: $titles" \
     sh -c "echo '$titles' | grep -q '^fold step 0;reduce_scatter.*;unfold step 0;result'"
 else
-  echo "skipped: the rhd checks (no rhd in baton-viz --list)"
+  skip "the rhd checks: no rhd in baton-viz --list"
 fi
 
 # Real runs, traced, drawn with --trace: the same picture as the schedule
@@ -223,5 +224,5 @@ line=$("$MODEL" -c broadcast -n 3 -s 1M --measure --iters 2 | grep '^ring ')
 check "baton-model --measure times the broadcast: $line" \
   sh -c "echo '$line' | grep -qE '^ring +[0-9.]+ [mu]?s +[0-9.]+ [mu]?s'"
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
