@@ -1,7 +1,7 @@
 # baton - build, install and test.
 #   make                      library, tools and tests into build/
 #   make test                 the whole test suite (see tests/run.sh)
-#   make test-quick           a subset of about 2 minutes
+#   make test-quick           a subset: under a minute on 2 cores
 #   make test T=PATTERN       the suite's entries named PATTERN... or matching a glob
 #   make format               clang-format every tracked C file in place
 #   make check-format         fail, naming them, where files differ from clang-format

@@ -2,7 +2,7 @@
 # tests/run.sh - the test suite that `make test` runs.
 #
 #   bash tests/run.sh                  the whole suite (make test)
-#   bash tests/run.sh --quick          a subset of about 2 minutes (make test-quick)
+#   bash tests/run.sh --quick          a subset, under a minute (make test-quick)
 #   bash tests/run.sh --only PATTERN   the entries whose name matches (make test T=PATTERN)
 #   bash tests/run.sh --list           the entries' names, one a line
 #
@@ -252,7 +252,7 @@ fault_tests() {
   run "test_fault stall" 1 env BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" stall
 }
 
-# make test-quick: what a change most often breaks, in about 2 minutes.
+# make test-quick: what a change most often breaks, in under a minute.
 quick_suite() {
   unit_tests
   for n in 1 2 3 4; do
