@@ -62,13 +62,13 @@
 #   BATON_SKIP_FUZZ=1    skip the fuzz pass
 #   FUZZ_SECONDS=20      how long each fuzz target runs
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 usage() {
   echo "usage: bash tests/run.sh [--quick] [--only PATTERN] [--list]" >&2
   exit 2
 }
-quick=0 only= list=0
+quick=0 only='' list=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;
@@ -119,6 +119,7 @@ skips_in() {
 }
 
 # matches NAME PATTERN: --only's rule (see the top of this file).
+# shellcheck disable=SC2053 # a glob, on purpose
 matches() {
   case $2 in
     *[*?[]*) [[ $1 == $2 ]] ;;
@@ -155,8 +156,8 @@ run() {
     skipped=$((skipped + 1))
     return 0
   fi
-  local log="$LOGS/$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.=-' '_').log"
-  local start status rc ms why= k
+  local log start status rc ms why='' k
+  log="$LOGS/$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.=-' '_').log"
   start=$(now_ms)
   timeout -k 10 "$TEST_TIMEOUT" "$@" >"$log" 2>&1
   rc=$?
@@ -202,6 +203,7 @@ build() {
   shift 2
   if [ $listing = 0 ] && [ -n "$only" ]; then
     for s in "${selected[@]+"${selected[@]}"}"; do
+      # shellcheck disable=SC2053 # a glob, on purpose
       if [[ $s == $glob ]]; then force=1; fi
     done
   fi
