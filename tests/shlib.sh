@@ -1,14 +1,22 @@
 # tests/shlib.sh - the counting helpers of the shell tests; source it.
 # shellcheck shell=bash
-# Each check adds to $pass or $fail; `finish` prints `N passed, M failed`
-# (the line tests/run.sh looks for) and returns the status. $tmp is a fresh
-# directory, removed on exit.
+# Each check adds to $pass or $fail, each part that cannot run here to
+# $skipped (`skip REASON`); `finish` prints `N passed, M failed, K skipped`
+# (the line tests/run.sh looks for) and returns the status. A test that
+# cannot run at all calls `skip_all REASON`. $tmp is a fresh directory,
+# removed on exit.
 pass=0
 fail=0
+skipped=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 ok() { pass=$((pass + 1)); }
+# skip REASON: a part that cannot run here; tests/run.sh counts it.
+skip() { skipped=$((skipped + 1)); echo "SKIP: $*"; }
+# skip_all REASON: the whole test cannot run here. 77 is tests/run.sh's
+# (and automake's) status for a skip.
+skip_all() { echo "SKIP: $*"; exit 77; }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 # expect NAME GOT WANT
 expect() { if [ "$2" = "$3" ]; then ok; else bad "$1: got [$2], want [$3]"; fi; }
@@ -33,6 +41,6 @@ cluster_skip_reason() {
   fi
 }
 finish() {
-  echo "$pass passed, $fail failed"
+  echo "$pass passed, $fail failed, $skipped skipped"
   [ "$fail" -eq 0 ]
 }

@@ -15,10 +15,12 @@ COLLS="allreduce reduce_scatter allgather broadcast reduce alltoall gather scatt
 SMALL="-b 0 -e 64K -f 8 -w 1 -n 2"
 passed=0
 failed=0
+skipped=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 ok() { passed=$((passed + 1)); echo "ok: $*"; }
+skip() { skipped=$((skipped + 1)); echo "SKIP: $*"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $*"; sed 's/^/  | /' "$out" | tail -8; }
 
 # expect_check NAME CMD...: exits 0 and reports no wrong values.
@@ -53,13 +55,13 @@ for c in $COLLS; do
   if ! supported "$c"; then
     expect_error "baton-bench -c $c refused by this build" "not supported by this build" \
       "$RUN" -n 2 "$BENCH" -c "$c"
-    echo "skip: baton-bench -c $c --check: include/baton.h does not declare baton_$c"
+    skip "baton-bench -c $c --check: include/baton.h does not declare baton_$c"
     continue
   fi
   for n in 2 3; do
     # Declared but without an algorithm yet (gather, scatter before theirs land).
     if "$RUN" -n "$n" "$BENCH" -c "$c" -b 64 -e 64 -w 0 -n 1 2>&1 | grep -q "no algorithm of this build"; then
-      echo "skip: baton-bench -n $n -c $c --check: no algorithm of this build serves $c"
+      skip "baton-bench -n $n -c $c --check: no algorithm of this build serves $c"
       continue
     fi
     expect_check "baton-bench -n $n -c $c --check" "$RUN" -n "$n" "$BENCH" -c "$c" $SMALL --check -r $((n - 1))
@@ -95,7 +97,7 @@ for r in d["results"]:
       bad "baton-bench --json"
     fi
   else
-    echo "skip: checking --json needs python3"
+    skip "checking --json needs python3"
   fi
 else
   bad "baton-bench --json run"
@@ -112,7 +114,7 @@ for c in broadcast reduce gather scatter; do supported "$c" && rooted=$c && brea
 if [ -n "$rooted" ]; then
   expect_error "-r beyond the ranks" "-r 2: there are only 2 ranks" "$RUN" -n 2 "$BENCH" -c "$rooted" -r 2
 else
-  echo "skip: -r beyond the ranks: this build has no rooted collective"
+  skip "-r beyond the ranks: this build has no rooted collective"
 fi
 if "$BENCH" --params | grep -q '^BATON_ALGO '; then
   expect_check "baton-bench -a ring --check" "$RUN" -n 3 "$BENCH" -a ring $SMALL --check
@@ -142,7 +144,7 @@ for f in sys.argv[1:]:
   fi
   rm -rf "$dir"
 else
-  echo "skip: compare.sh writes its report with python3, which is not installed"
+  skip "compare.sh writes its report with python3, which is not installed"
 fi
 
 # --------------------------------------------------------------- peers
@@ -154,12 +156,12 @@ if [ -x "$BUILD/bench/mpi_bench" ] && command -v mpirun.openmpi >/dev/null; then
       --mca btl self,vader --mca mpi_yield_when_idle 1 "$BUILD/bench/mpi_bench" -c "$c" $SMALL --check -r 1
   done
 else
-  echo "skip: Open MPI peer: $BUILD/bench/mpi_bench not built (make -f bench/Makefile.peers)"
+  skip "Open MPI peer: $BUILD/bench/mpi_bench not built (make -f bench/Makefile.peers)"
 fi
 if [ -x "$BUILD/bench/mpi_bench.mpich" ] && command -v mpiexec.mpich >/dev/null; then
   expect_check "MPICH -n 2 -c alltoall --check" mpiexec.mpich -n 2 "$BUILD/bench/mpi_bench.mpich" -c alltoall $SMALL --check
 else
-  echo "skip: MPICH peer: $BUILD/bench/mpi_bench.mpich not built (make -f bench/Makefile.peers)"
+  skip "MPICH peer: $BUILD/bench/mpi_bench.mpich not built (make -f bench/Makefile.peers)"
 fi
 if [ -x "$BUILD/bench/gloo_bench" ]; then
   for args in "-a ring" "-a hd" "-a bcube" "-c allgather" "-c broadcast -r 1"; do
@@ -171,8 +173,8 @@ if [ -x "$BUILD/bench/gloo_bench" ]; then
   expect_error "Gloo refuses what it lacks" "gloo_bench measures allreduce, allgather and broadcast only" \
     "$BUILD/bench/gloo_bench" -c alltoall
 else
-  echo "skip: Gloo peer: $BUILD/bench/gloo_bench not built (make -f bench/Makefile.peers)"
+  skip "Gloo peer: $BUILD/bench/gloo_bench not built (make -f bench/Makefile.peers)"
 fi
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed = 0 ]

@@ -8,7 +8,7 @@
 # First, from rank 0's INFO line, that every link of the ring is TCP with
 # BATON_TRANSPORT=tcp, and shared memory inside a host, TCP between, without.
 # Needs root, iproute2 and network namespaces; without them it says why and
-# passes nothing.
+# exits 77, a skip.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -68,10 +68,8 @@ if [ ! -x "$COLL" ] || [ ! -x "$DEMO" ] || [ ! -x "$BATON_RUN" ]; then
   echo "0 passed, 1 failed"
   exit 1
 fi
-if skip=$(cluster_skip_reason); then
-  echo "SKIP the sweeps on emulated hosts: $skip"
-  finish
-  exit
+if why=$(cluster_skip_reason); then
+  skip_all "the sweeps on emulated hosts: $why"
 fi
 
 export LOGDIR=$BUILD/test-logs/cluster BUILD

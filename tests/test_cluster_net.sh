@@ -46,8 +46,8 @@ out=$(bash $C up 2 --rate fast 2>&1)
 expect_failure "up --rate fast" $?
 expect_line "up --rate fast: the error" <(echo "$out") "--rate 'fast' is not a tc rate"
 
-if skip=$(cluster_skip_reason); then
-  echo "SKIP the emulated-cluster checks: $skip"
+if why=$(cluster_skip_reason); then
+  skip "the emulated-cluster checks: $why"
   finish
   exit
 fi
@@ -133,8 +133,8 @@ export ROOT_BEFORE=$tmp/root-before BUILD
 root_ns_state >"$ROOT_BEFORE"
 out=$($C with 3 --rate 100mbit -- bash "$0" --inside 2>&1)
 expect "with 3: status" $? 0
-printf '%s\n' "$out" | grep -v '^[0-9]* passed, [0-9]* failed$' >&2
-counts=$(printf '%s\n' "$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' | tail -1)
+printf '%s\n' "$out" | grep -Ev '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' >&2
+counts=$(printf '%s\n' "$out" | sed -En 's/^([0-9]+) passed, ([0-9]+) failed(, [0-9]+ skipped)?$/\1 \2/p' | tail -1)
 if [ -z "$counts" ]; then
   bad "the checks inside the cluster did not finish"
 else

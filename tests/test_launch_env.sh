@@ -5,8 +5,8 @@
 # malformed or missing values, which must fail fast with an error naming the
 # variable.
 #   BUILD=build bash tests/test_launch_env.sh
-# Prints `N passed, M failed`; the mpirun cases are skipped, saying so, when
-# mpirun is not installed (Debian: openmpi-bin).
+# Prints `N passed, M failed, K skipped`; the mpirun cases are skipped,
+# saying so, when mpirun is not installed (Debian: openmpi-bin).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -53,7 +53,7 @@ expect_line "torchrun-style: the source is logged" "$tmp/t2" \
 
 # --- a real mpirun
 if ! command -v mpirun >/dev/null 2>&1; then
-  echo "SKIP mpirun cases: mpirun not found (apt-get install -y openmpi-bin)"
+  skip "the mpirun cases: mpirun not found (apt-get install -y openmpi-bin)"
 else
   MPIRUN=(mpirun --allow-run-as-root --oversubscribe -n 4)
   port=$(free_port)

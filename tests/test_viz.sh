@@ -32,8 +32,9 @@ VIZ=$BUILD/bin/baton-viz
 MODEL=$BUILD/bin/baton-model
 tmp=$(mktemp -d /tmp/baton-viz.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 ok() { passed=$((passed + 1)); }
+skip() { skipped=$((skipped + 1)); echo "SKIP: $*"; }
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 check() { if "${@:2}"; then ok; else fail "$1"; fi; }
 
@@ -156,7 +157,7 @@ if "$VIZ" --list | grep -q '^allreduce rhd$'; then
   check "rhd allreduce n=5 folds first and unfolds last: $titles" \
     sh -c "echo '$titles' | grep -q '^fold step 0;reduce_scatter.*;unfold step 0;result'"
 else
-  echo "skipped: the rhd checks (no rhd in baton-viz --list)"
+  skip "the rhd checks: no rhd in baton-viz --list"
 fi
 
 # Real runs, traced, drawn with --trace: the same picture as the schedule
@@ -246,5 +247,5 @@ check "baton-model --list-algorithms names every algorithm baton-viz draws" \
   test "$("$MODEL" --list-algorithms | awk '!/^[# ]/ {print $1}' | sort | tr '\n' ' ')" = \
   "$("$VIZ" --list | awk '{print $2}' | sort -u | tr '\n' ' ')"
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
