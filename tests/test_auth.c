@@ -224,7 +224,7 @@ static void test_crowd(void) {
     setrlimit(RLIMIT_NOFILE, &lim);
   }
   if (lim.rlim_cur < 2 * CROWD + 64) {
-    printf("  skipped: the open file limit (%llu) is below %d\n", (unsigned long long)lim.rlim_cur,
+    printf("SKIP: the open file limit (%llu) is below %d\n", (unsigned long long)lim.rlim_cur,
            2 * CROWD + 64);
     return;
   }

@@ -511,7 +511,7 @@ static int served(test_t *T, int coll) {
   const char *why = baton_comm_last_error(comm);
   if (rc == BATON_EUSAGE && strstr(why, "no algorithm")) {
     if (T->t.rank == 0)
-      printf("test_coll: skipping %s: %s\n", coll_names[coll], why);
+      printf("SKIP: test_coll %s: %s\n", coll_names[coll], why);
     return 0;
   }
   return tally_record(&T->t, tally_rc(&T->t, rc, coll_names[coll])) || 1;

@@ -655,7 +655,7 @@ static void test_conversions(void) {
     narrow_check("float_to_half vs F16C", ref_h2f, baton__float_to_half, hw_f2h);
     narrow_check("F16C vs reference", ref_h2f, hw_f2h, ref_f2h);
   } else {
-    printf("note: no F16C on this CPU, hardware comparison skipped\n");
+    printf("SKIP: no F16C on this CPU: the hardware comparison\n");
   }
 #endif
 }

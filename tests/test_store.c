@@ -465,7 +465,7 @@ static void test_ipv6(void) {
   baton__store_server_t *srv = NULL;
   int port = free_port();
   if (baton__store_serve("::1", port, &secret, 5.0, &srv, err, sizeof err) != BATON_OK) {
-    printf("  ipv6 skipped: %s\n", err);
+    printf("SKIP: ipv6: %s\n", err);
     return;
   }
   baton__store_t *st = NULL;
