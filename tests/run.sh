@@ -440,6 +440,13 @@ for n in 1 3; do
   run "test_trace -n $n" 1 env BATON_TRACE="$LOGS/trace-n$n.%r" "$BUILD/bin/baton-run" -n "$n" \
     "$BUILD/tests/test_trace"
 done
+# More steps than the 2N + 1 the trace was once sized for: hier's leader of
+# a host of 2, among 4 hosts, runs 14 steps on 5 ranks (the times now live
+# in each call, sized by the most steps any algorithm needs).
+HIER_HOSTS='BATON_HOSTID=h$((BATON_RANK < 2 ? 0 : BATON_RANK)) exec "$0"'
+run "test_trace -n 5 BATON_ALGO=allreduce:hier 4 hosts" 1 env BATON_ALGO=allreduce:hier \
+  BATON_TRACE="$LOGS/trace-hier.%r" "$BUILD/bin/baton-run" -n 5 sh -c "$HIER_HOSTS" \
+  "$BUILD/tests/test_trace"
 run "test_viz.sh" 1 env BUILD="$BUILD" bash tests/test_viz.sh
 # baton-bench's --check for every collective it has, its flags and errors;
 # the peers too where bench/Makefile.peers built them.
@@ -470,6 +477,9 @@ if build "make SAN=1" 'asan *' env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
     BATON_NSOCKS=2 "$SAN_BUILD/bin/baton-run" -n 4 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick' "$SAN_BUILD/tests/test_coll"
   run "asan test_calls -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_calls"
+  run "asan test_trace -n 5 BATON_ALGO=allreduce:hier 4 hosts" 1 env BATON_ALGO=allreduce:hier \
+    BATON_TRACE="$LOGS/asan-trace-hier.%r" "$SAN_BUILD/bin/baton-run" -n 5 \
+    sh -c 'BATON_HOSTID=h$((BATON_RANK < 2 ? 0 : BATON_RANK)) exec "$0"' "$SAN_BUILD/tests/test_trace"
   run "asan test_trace -n 3" 1 env BATON_TRACE="$LOGS/asan-trace.%r" \
     "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_trace"
   for n in 1 2; do
