@@ -25,7 +25,8 @@
 #
 # Options:
 #   --parts "shm2 shm4 tcp2 cluster4 cluster8"   which parts to run
-#   --libs "baton openmpi mpich gloo"            which libraries to run
+#   --libs "baton openmpi mpich gloo"            which libraries to run (and
+#                  baton-old, which --baseline adds to the default)
 #   --quick        smaller sizes (about half a minute per part)
 #   --min SIZE     smallest size (default 8; the sizes are MIN * 4^k), so a
 #                  run of the small sizes can take many calls (-n 1000) and
@@ -41,6 +42,20 @@
 #   --out DIR      where the report goes (default bench/results)
 #   --coll NAME    allgather, broadcast, reduce_scatter ... instead of
 #                  allreduce; a library without it is skipped
+#   --baseline DIR adds the library baton-old: the build of another baton
+#                  checkout whose root is DIR (DIR/build/bin/baton-run and
+#                  baton-bench; bench/baseline.sh COMMIT makes one), named
+#                  in the report by its `git -C DIR rev-parse --short HEAD`
+#
+# baton-old runs exactly as baton does in every part, with its own
+# baton-run and baton-bench (on the cluster: cluster.sh launch with
+# BATON_RUN set to its baton-run), right next to baton in every
+# repetition, baton first in odd ones and baton-old first in even ones.
+# The tables then add new / old = baton's time / baton-old's time (< 1:
+# the current build is faster). To compare the two builds alone:
+#
+#   bench/compare.sh --parts cluster4 --libs "baton baton-old" \
+#     --baseline "$(bench/baseline.sh f1cff54)" --reps 5
 #
 # Every peer runs with LD_PRELOAD of Debian's libtcmalloc_minimal.so.4: on
 # small virtual machines a page fault costs about 12 us and glibc returns
@@ -72,6 +87,8 @@ CLUSTER=${CLUSTER:-scripts/cluster.sh}
 TCMALLOC=${TCMALLOC:-/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4}
 IN_CLUSTER= # internal: the part to run inside `cluster.sh with`
 RAW=
+BASELINE=
+LIBS_SET=
 
 die() { echo "compare.sh: $*" >&2; exit 2; }
 say() { echo "compare.sh: $*" >&2; }
@@ -79,7 +96,7 @@ say() { echo "compare.sh: $*" >&2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --parts) PARTS=$2; shift 2 ;;
-    --libs) LIBS=$2; shift 2 ;;
+    --libs) LIBS=$2; LIBS_SET=1; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --min) MINB=$2; shift 2 ;;
     --max) MAXB=$2; shift 2 ;;
@@ -90,8 +107,9 @@ while [ $# -gt 0 ]; do
     --timeout) TIMEOUT=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
     --coll) COLL=$2; shift 2 ;;
+    --baseline) BASELINE=$2; shift 2 ;;
     --in-cluster) IN_CLUSTER=$2; RAW=$3; shift 3 ;;
-    --libs-in) LIBS=$2; shift 2 ;; # internal: --libs, passed on
+    --libs-in) LIBS=$2; LIBS_SET=1; shift 2 ;; # internal: --libs, passed on
     -h|--help) sed -n '2,/^set -uo/s/^# \{0,1\}//p' "$0" | grep -v '^set -uo'; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
   esac
@@ -109,15 +127,32 @@ for p in $PARTS; do
     die "--parts: unknown part '$p' (shm2 shm4 tcp2 cluster4 cluster8)" ;;
   esac
 done
+[ -n "$LIBS_SET" ] || LIBS="baton${BASELINE:+ baton-old} openmpi mpich gloo"
+for l in $LIBS; do
+  case "$l" in baton|baton-old|openmpi|mpich|gloo) ;; *)
+    die "--libs: unknown library '$l' (baton baton-old openmpi mpich gloo)" ;;
+  esac
+done
 
-BATON_RUN=$ROOT/$BUILD/bin/baton-run
-BATON_BENCH=$ROOT/$BUILD/bin/baton-bench
-OMPI_BENCH=$ROOT/$BUILD/bench/mpi_bench
-MPICH_BENCH=$ROOT/$BUILD/bench/mpi_bench.mpich
-GLOO_BENCH=$ROOT/$BUILD/bench/gloo_bench
+case "$BUILD" in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
+BATON_RUN=$B/bin/baton-run
+BATON_BENCH=$B/bin/baton-bench
+OMPI_BENCH=$B/bench/mpi_bench
+MPICH_BENCH=$B/bench/mpi_bench.mpich
+GLOO_BENCH=$B/bench/gloo_bench
 NETNS_RSH=$ROOT/bench/peers/netns-rsh
 NPROC=$(nproc)
 [ -x "$BATON_BENCH" ] && [ -x "$BATON_RUN" ] || die "$BATON_BENCH missing: run make"
+case " $LIBS " in *" baton-old "*)
+  [ -n "$BASELINE" ] || die "--libs has baton-old: give --baseline DIR (bench/baseline.sh makes one)"
+  BASELINE=$(cd "$BASELINE" 2>/dev/null && pwd) || die "--baseline: no directory '$BASELINE'"
+  OLD_RUN=$BASELINE/build/bin/baton-run
+  OLD_BENCH=$BASELINE/build/bin/baton-bench
+  [ -x "$OLD_BENCH" ] && [ -x "$OLD_RUN" ] ||
+    die "$OLD_BENCH or $OLD_RUN missing: --baseline wants the root of a built checkout (bench/baseline.sh COMMIT)"
+  ;;
+*) [ -z "$BASELINE" ] || [ -n "$IN_CLUSTER" ] || say "--libs has no baton-old: --baseline $BASELINE is not run" ;;
+esac
 command -v python3 >/dev/null || die "python3 missing (apt-get install -y python3): it writes the report"
 
 # Sizes MIN * 4^k (MIN: 8 B unless --min): shared memory up to 32 MiB;
@@ -136,24 +171,40 @@ args_of() { # part
 ranks_of() { echo "${1//[a-z]/}"; }
 as_root() { [ "$(id -u)" = 0 ] && echo "--allow-run-as-root"; }
 
-baton_has_tcp() { "$BATON_BENCH" --params | grep -q '^BATON_TRANSPORT '; }
+# Whether --libs asked for a library: gloo covers gloo-ring and gloo-hd,
+# but baton does not cover baton-old.
+wanted() { # lib
+  local l=${1%%-*}
+  [ "$1" = baton-old ] && l=$1
+  case " $LIBS " in *" $l "*) return 0 ;; esac
+  return 1
+}
+
+# The two batons: the current build, and with --baseline the old one.
+run_of() { [ "$1" = baton-old ] && echo "$OLD_RUN" || echo "$BATON_RUN"; }
+bench_of() { [ "$1" = baton-old ] && echo "$OLD_BENCH" || echo "$BATON_BENCH"; }
+baton_has_tcp() { "$(bench_of "${1:-baton}")" --params | grep -q '^BATON_TRANSPORT '; }
 
 # baton-bench refuses a collective this build lacks; that is a skip.
-baton_ready() { # part
-  local why
-  case " $LIBS " in *" baton "*) ;; *) return 1 ;; esac
-  if ! why=$("$BATON_BENCH" -c "$COLL" --params 2>&1 >/dev/null); then
-    skip_lib "$1" baton "$(printf '%s' "$why" | tail -1 | sed 's/^baton-bench \[-1\]: //')"
+baton_ready() { # part [lib]
+  local why lib=${2:-baton}
+  wanted "$lib" || return 1
+  if ! why=$("$(bench_of "$lib")" -c "$COLL" --params 2>&1 >/dev/null); then
+    skip_lib "$1" "$lib" "$(printf '%s' "$why" | tail -1 | sed 's/^baton-bench \[-1\]: //')"
     return 1
   fi
 }
+
+# baton and baton-old next to each other, the first of them alternating
+# with the repetition so that neither always runs second.
+batons() { [ $((REP % 2)) = 1 ] && echo "baton baton-old" || echo "baton-old baton"; }
 
 # One library's run of one part: its JSON in $RAW/<part>.<lib>.r<rep>.json,
 # its stderr in .log, and a line "part lib status command" in runs.tsv.
 run_lib() { # part lib command...
   local part=$1 lib=$2 rc=0 t0 out
   shift 2
-  case " $LIBS " in *" ${lib%%-*} "*) ;; *) return 0 ;; esac
+  wanted "$lib" || return 0
   say "$part: $lib (run $REP of $REPS) ..."
   out=$RAW/$part.$lib.r$REP
   t0=$(date +%s)
@@ -183,7 +234,7 @@ run_lib() { # part lib command...
   say "$part: $lib $status ($(($(date +%s) - t0)) s)"
 }
 skip_lib() { # part lib why
-  case " $LIBS all " in *" ${2%%-*} "*) ;; *) return 0 ;; esac
+  [ "$2" = all ] || wanted "$2" || return 0
   [ "$REP" = 1 ] || return 0
   printf '%s\t%s\t%s\t%s\n' "$1" "$2" "skipped: $3" "" >> "$RAW/runs.tsv"
   say "$1: $2 skipped: $3"
@@ -191,7 +242,7 @@ skip_lib() { # part lib why
 
 peer_ready() { # part lib binary
   local why
-  case " $LIBS " in *" ${2%%-*} "*) ;; *) return 1 ;; esac
+  wanted "$2" || return 1
   # The MPIs have every collective; Gloo's harness says which it lacks.
   if [ "${2%%-*}" = gloo ] && [ -x "$3" ] && ! why=$("$3" -c "$COLL" --help 2>&1 >/dev/null); then
     skip_lib "$1" "$2" "$(printf '%s' "$why" | tail -1 | sed 's/^gloo_bench \[-1\]: //')"
@@ -231,16 +282,19 @@ part_local() { # shm2 | shm4 | tcp2
     btl="tcp,self --mca btl_tcp_if_include lo"
     mpich_env=(-env MPIR_CVAR_NOLOCAL 1 -env UCX_TLS tcp,self -env UCX_NET_DEVICES lo)
   fi
-  if ! baton_ready "$part"; then
-    :
-  elif [ $transport = shm ]; then
-    run_lib "$part" baton "$BATON_RUN" -n "$n" --timeout "$TIMEOUT" -- "$BATON_BENCH" $(args_of "$part")
-  elif baton_has_tcp; then
-    run_lib "$part" baton env BATON_TRANSPORT=tcp "$BATON_RUN" -n "$n" --timeout "$TIMEOUT" -- \
-      "$BATON_BENCH" $(args_of "$part")
-  else
-    skip_lib "$part" baton "this build of baton has no TCP transport (no BATON_TRANSPORT in baton-bench --params)"
-  fi
+  for lib in $(batons); do
+    if ! baton_ready "$part" "$lib"; then
+      :
+    elif [ $transport = shm ]; then
+      run_lib "$part" "$lib" "$(run_of "$lib")" -n "$n" --timeout "$TIMEOUT" -- "$(bench_of "$lib")" \
+        $(args_of "$part")
+    elif baton_has_tcp "$lib"; then
+      run_lib "$part" "$lib" env BATON_TRANSPORT=tcp "$(run_of "$lib")" -n "$n" --timeout "$TIMEOUT" -- \
+        "$(bench_of "$lib")" $(args_of "$part")
+    else
+      skip_lib "$part" "$lib" "this build of baton has no TCP transport (no BATON_TRANSPORT in baton-bench --params)"
+    fi
+  done
   if peer_ready "$part" openmpi "$OMPI_BENCH"; then
     run_lib "$part" openmpi mpirun.openmpi -n "$n" $(as_root) --mca btl $btl $over \
       -x LD_PRELOAD="$TCMALLOC" "$OMPI_BENCH" $(args_of "$part")
@@ -257,14 +311,17 @@ part_cluster() { # cluster4 | cluster8
   local part=$1 h hosts
   h=$(ranks_of "$part")
   hosts=$(seq -s, -f "198.18.0.%g" 1 "$h")
-  if ! baton_ready "$part"; then
-    :
-  elif baton_has_tcp; then
-    run_lib "$part" baton env BATON_TRANSPORT=tcp "$CLUSTER" launch -n "$h" --ppn 1 \
-      --timeout "$TIMEOUT" -- "$BATON_BENCH" $(args_of "$part")
-  else
-    skip_lib "$part" baton "this build of baton has no TCP transport (no BATON_TRANSPORT in baton-bench --params)"
-  fi
+  # cluster.sh launch starts the ranks with $BATON_RUN: each build's own.
+  for lib in $(batons); do
+    if ! baton_ready "$part" "$lib"; then
+      :
+    elif baton_has_tcp "$lib"; then
+      run_lib "$part" "$lib" env BATON_TRANSPORT=tcp BATON_RUN="$(run_of "$lib")" "$CLUSTER" launch \
+        -n "$h" --ppn 1 --timeout "$TIMEOUT" -- "$(bench_of "$lib")" $(args_of "$part")
+    else
+      skip_lib "$part" "$lib" "this build of baton has no TCP transport (no BATON_TRANSPORT in baton-bench --params)"
+    fi
+  done
   if peer_ready "$part" openmpi "$OMPI_BENCH"; then
     run_lib "$part" openmpi "$CLUSTER" exec 0 -- mpirun.openmpi -n "$h" $(as_root) --host "$hosts" \
       --mca plm_rsh_agent "$NETNS_RSH" --mca plm_rsh_no_tree_spawn 1 \
@@ -305,7 +362,10 @@ mkdir -p "$RAW"
   echo "memory: $(awk '/MemTotal/{printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
   echo "kernel: $(uname -srm)"
   echo "os: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
-  echo "baton: git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src include tools 2>/dev/null || echo ' + uncommitted changes')"
+  echo "baton: git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src include tools 2>/dev/null || echo ' + uncommitted changes'), $BATON_BENCH"
+  case " $LIBS " in *" baton-old "*)
+    echo "baton-old: git $(git -C "$BASELINE" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$BASELINE" diff --quiet HEAD -- src include tools 2>/dev/null || echo ' + uncommitted changes'), $OLD_BENCH" ;;
+  esac
   echo "openmpi: $(dpkg-query -W -f='${Version}' openmpi-bin 2>/dev/null || echo none)"
   echo "mpich: $(dpkg-query -W -f='${Version}' mpich 2>/dev/null || echo none)"
   echo "gloo: $(dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo none)"
@@ -327,6 +387,7 @@ for part in $PARTS; do
       else
         "$CLUSTER" with "$h" --rate "$RATE" -- "$ROOT/bench/compare.sh" --in-cluster "$part" "$RAW" \
           --timeout "$TIMEOUT" -w "$WARMUP" -n "$ITERS" --reps "$REPS" --libs-in "$LIBS" \
+          ${BASELINE:+--baseline "$BASELINE"} \
           $([ "$QUICK" = 1 ] && echo --quick) --min "$MINB" ${MAXB:+--max "$MAXB"} ||
           skip_lib "$part" all "$CLUSTER with $h failed (exit $?)"
       fi

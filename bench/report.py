@@ -11,6 +11,11 @@ part, BASE-<part>-busbw.svg and BASE-<part>-time.svg: log-log plots with
 one line per library. Standard library only, so that it runs wherever
 python3 does.
 
+baton-old is another build of baton (compare.sh --baseline), named by the
+commit that machine.txt gives; it is no peer: the tables set it beside
+baton as new / old = baton's time / baton-old's time (< 1: the current
+build is faster), and the plots draw it dashed.
+
 The figures are those of the in-place group, which every library has
 (Gloo's halving-doubling works in place only). A run killed by the
 timeout leaves a JSON document without its end; the sizes it finished are
@@ -23,11 +28,15 @@ import os
 import re
 import sys
 
-LIBS = ["baton", "openmpi", "mpich", "gloo", "gloo-ring", "gloo-hd"]
-LABEL = {"baton": "baton", "openmpi": "Open MPI", "mpich": "MPICH",
+LIBS = ["baton", "baton-old", "openmpi", "mpich", "gloo", "gloo-ring",
+        "gloo-hd"]
+BATONS = ("baton", "baton-old")
+LABEL = {"baton": "baton", "baton-old": "baton-old", "openmpi": "Open MPI",
+         "mpich": "MPICH",
          "gloo": "Gloo", "gloo-ring": "Gloo ring",
          "gloo-hd": "Gloo halving-doubling"}
-COLOR = {"baton": "#d62728", "openmpi": "#1f77b4", "mpich": "#2ca02c",
+COLOR = {"baton": "#d62728", "baton-old": "#8c564b", "openmpi": "#1f77b4",
+         "mpich": "#2ca02c",
          "gloo": "#9467bd", "gloo-ring": "#9467bd", "gloo-hd": "#ff7f0e",
          "model": "#555555"}
 PARTS = {"shm2": "shared memory, N=2", "shm4": "shared memory, N=4",
@@ -174,7 +183,7 @@ def svg_plot(path, title, ylabel, series, yfmt):
         if not s:
             continue
         dash = ' stroke-dasharray="6,4"' if dashed else ""
-        width = 3 if name == "baton" else 2
+        width = 3 if name in BATONS else 2
         out.append('<polyline fill="none" stroke="%s" stroke-width="%d"%s '
                    'points="%s"/>' % (color, width, dash, " ".join(
                        "%.1f,%.1f" % (X(x), Y(y)) for x, y in s)))
@@ -294,21 +303,29 @@ def part_report(part, raw, base, rate, md):
         return
     sizes = sorted({s for t in times.values() for s in t})
     libs = [lib for lib in LIBS if lib in times]
-    peers = [lib for lib in libs if lib != "baton"]
+    peers = [lib for lib in libs if lib not in BATONS]
+    both = "baton" in times and "baton-old" in times
     head = ["size"] + ["%s (us)" % LABEL[lib] for lib in libs]
+    if both:
+        head += ["new / old"]
     if "baton" in times:
         head += ["baton p99 (us)"]
     if "baton" in times and peers:
         head += ["best peer", "baton / best peer"]
     most = max(runs.values())
-    md.append("In-place time per call (the slowest rank's average%s); "
-              "baton / best peer = best peer's time / baton's time, so "
-              "above 1 baton is faster.\n" % (
-                  ", best of %d runs" % most if most > 1 else ""))
+    md.append("In-place time per call (the slowest rank's average%s)%s%s.\n" % (
+        ", best of %d runs" % most if most > 1 else "",
+        "; new / old = baton's time / %s's time, so below 1 the current "
+        "build is faster" % LABEL["baton-old"] if both else "",
+        "; baton / best peer = best peer's time / baton's time, so above 1 "
+        "baton is faster" if "baton" in times and peers else ""))
     md.append("| " + " | ".join(head) + " |")
     md.append("|" + "|".join("---:" for _ in head) + "|")
     for s in sizes:
         row = [hsize(s)] + [fmt_us(times[lib].get(s)) for lib in libs]
+        if both:
+            new, old = times["baton"].get(s), times["baton-old"].get(s)
+            row.append("%.2f" % (new / old) if new and old else "-")
         if "baton" in times:
             row.append(fmt_us(p99["baton"].get(s)))
         if "baton" in times and peers:
@@ -327,12 +344,12 @@ def part_report(part, raw, base, rate, md):
         model = model_section(part, sizes, times, rate, md)
 
     name = os.path.basename(base)
-    series_t = [(lib, COLOR[lib], False, sorted(times[lib].items()))
-                for lib in libs]
+    series_t = [(lib, COLOR[lib], lib == "baton-old",
+                 sorted(times[lib].items())) for lib in libs]
     if model:
         series_t.append((model[0][0], COLOR["model"], True,
                          [(k, t) for _, k, t in model]))
-    series_b = [(lib, COLOR[lib], False,
+    series_b = [(lib, COLOR[lib], lib == "baton-old",
                  sorted((s, v) for s, v in busbw[lib].items() if s > 0))
                 for lib in libs]
     title = "float32 %s, %s" % (
@@ -361,6 +378,10 @@ def main():
             break
     with open(os.path.join(raw, "machine.txt")) as f:
         machine = [l.rstrip("\n") for l in f if l.strip()]
+    for l in machine:
+        m = re.match(r"baton-old: git ([^\s,]+)", l)
+        if m:
+            LABEL["baton-old"] = "baton-old %s" % m.group(1)
     runs = []
     with open(os.path.join(raw, "runs.tsv")) as f:
         for line in f:
