@@ -305,44 +305,68 @@ static char *box_ptr(const baton__call_t *c, int rank, int chunk) {
   return box + c->layout.box_off[chunk] * c->elsize;
 }
 
-static int mailbox_put(baton__call_t *c, const baton__step_t *st) {
-  const baton__net_t *host = c->comm->host_net;
-  size_t room = host->ops->mailbox_bytes(host->impl);
+/* Calls fn on the run's chunks merged into spans that lie together both in
+ * the mailboxes and in INPUT (input) or WORK: a small message is one copy
+ * or one reduction whatever the number of chunks. */
+typedef int (*box_fn)(baton__call_t *c, const baton__step_t *st, int first, size_t n);
+static int for_each_box_span(baton__call_t *c, const baton__step_t *st, int input, box_fn fn) {
+  const baton__layout_t *l = &c->layout;
+  int first = -1;
+  size_t n = 0, box_end = 0;
+  const char *end = NULL;
   for (int i = 0; i < st->n; i++) {
     int ch = chunk_at(c, st->chunk, i);
-    size_t len = c->layout.len[ch] * c->elsize;
-    if (!len)
+    if (!l->len[ch])
       continue;
-    if ((c->layout.box_off[ch] * c->elsize + len) > room)
-      return fail_at(c, st, BATON_EUSAGE, "the message does not fit in a mailbox");
-    memcpy(box_ptr(c, c->comm->rank, ch), in_ptr(c, ch, 0), len);
+    const char *p = input ? in_ptr(c, ch, 0) : work_ptr(c, ch, 0);
+    if (first >= 0 && p == end && l->box_off[ch] == box_end) {
+      n += l->len[ch];
+    } else {
+      int rc = first >= 0 ? fn(c, st, first, n) : 0;
+      if (rc)
+        return rc;
+      first = ch, n = l->len[ch];
+    }
+    end = p + l->len[ch] * c->elsize;
+    box_end = l->box_off[ch] + l->len[ch];
   }
+  return first >= 0 ? fn(c, st, first, n) : 0;
+}
+
+static int put_span(baton__call_t *c, const baton__step_t *st, int first, size_t n) {
+  const baton__net_t *host = c->comm->host_net;
+  if ((c->layout.box_off[first] + n) * c->elsize > host->ops->mailbox_bytes(host->impl))
+    return fail_at(c, st, BATON_EUSAGE, "the message does not fit in a mailbox");
+  memcpy(box_ptr(c, c->comm->rank, first), in_ptr(c, first, 0), n * c->elsize);
+  return 0;
+}
+
+static int mailbox_put(baton__call_t *c, const baton__step_t *st) {
+  const baton__net_t *host = c->comm->host_net;
+  int rc = for_each_box_span(c, st, 1, put_span);
+  if (rc)
+    return rc;
   char why[BATON__ERRLEN];
-  int rc = host->ops->arrive(host->impl, c->rendezvous, &c->sig, c->comm->params.timeout_s, why,
-                             sizeof why);
+  rc = host->ops->arrive(host->impl, c->rendezvous, &c->sig, c->comm->params.timeout_s, why,
+                         sizeof why);
   return rc ? fail_at(c, st, rc, why) : 0;
 }
 
-/* WORK = the run of rank `from`'s mailbox, or (from < 0) every rank's
- * combined in rank order, so that all ranks compute the same bits. */
-static void mailbox_read(baton__call_t *c, const baton__step_t *st) {
-  int size = c->comm->size;
-  for (int i = 0; i < st->n; i++) {
-    int ch = chunk_at(c, st->chunk, i);
-    size_t len = c->layout.len[ch];
-    char *dst = work_ptr(c, ch, 0);
-    if (!len)
-      continue;
-    if (st->kind == BATON__STEP_MAILBOX_COPY) {
-      memcpy(dst, box_ptr(c, st->recv_peer, ch), len * c->elsize);
-      continue;
-    }
-    c->x.reduce(dst, box_ptr(c, 0, ch), box_ptr(c, 1, ch), len);
-    for (int q = 2; q < size; q++)
-      c->x.reduce(dst, dst, box_ptr(c, q, ch), len);
-    if (st->finish && c->args.op == BATON_AVG)
-      baton__reduce_div(dst, len, c->args.dtype, size);
+/* WORK = the span of rank recv_peer's mailbox (MAILBOX_COPY), or of every
+ * rank's combined in rank order, so that all ranks compute the same bits. */
+static int read_span(baton__call_t *c, const baton__step_t *st, int first, size_t n) {
+  char *dst = work_ptr(c, first, 0);
+  if (st->kind == BATON__STEP_MAILBOX_COPY) {
+    memcpy(dst, box_ptr(c, st->recv_peer, first), n * c->elsize);
+    return 0;
   }
+  int size = c->comm->size;
+  c->x.reduce(dst, box_ptr(c, 0, first), box_ptr(c, 1, first), n);
+  for (int q = 2; q < size; q++)
+    c->x.reduce(dst, dst, box_ptr(c, q, first), n);
+  if (st->finish && c->args.op == BATON_AVG)
+    baton__reduce_div(dst, n, c->args.dtype, size);
+  return 0;
 }
 
 /* ---- One step. */
@@ -408,8 +432,7 @@ static int run_step(baton__call_t *c, int i) {
     return mailbox_put(c, st);
   case BATON__STEP_MAILBOX_COPY:
   case BATON__STEP_MAILBOX_REDUCE:
-    mailbox_read(c, st);
-    return 0;
+    return for_each_box_span(c, st, 0, read_span);
   default:
     return fail_at(c, st, BATON_EINTERNAL, "a step of unknown kind");
   }
