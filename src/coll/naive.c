@@ -4,49 +4,34 @@
  *
  * One rank, the hub (the root of a rooted collective, else rank 0), talks
  * to every other rank in turn, in rank order; the others talk only to the
- * hub. Hub step i serves the i-th other rank, whose own step carries the
- * same number, so that each send meets its receive at the same (phase,
- * step) and the hub takes one message per step.
+ * hub. Hub round i serves the i-th other rank, whose own steps carry the
+ * same round, so that each send meets its receive at the same (phase,
+ * step) and the hub takes one message per round.
  *
  *  - allreduce: every other rank sends its whole input to rank 0, which
- *    combines them in rank order (the first with its INPUT, then WORK; the
- *    last finishes the sum), then sends the result to each rank in turn:
- *    2(N-1) messages of the whole buffer through one rank,
- *    (N-1)(a + Kb + Kg) + (N-1)(a + Kb). The ring moves 2(N-1)/N K per rank
- *    instead, spread over all links: this is the comparison it wins.
+ *    recv-reduces them in rank order (the first with its INPUT, then WORK;
+ *    the last finishes the sum), then sends the result to each rank in
+ *    turn, which recv-copies it: 2(N-1) messages of the whole buffer
+ *    through one rank, (N-1)(a + Kb + Kg) + (N-1)(a + Kb). The ring moves
+ *    2(N-1)/N K per rank instead, spread over all links: this is the
+ *    comparison it wins.
  *  - reduce_scatter(v): the same gather and reduction at rank 0, then each
  *    rank gets only its chunk.
- *  - allgather(v): every other rank sends its block to rank 0 (keeping it
- *    in its own output on the way), rank 0 sends each rank the N-1 blocks
- *    it lacks, as one run starting after the rank's own.
- *  - broadcast: the root sends the buffer to each rank in turn.
- *  - reduce: every rank sends its input to the root, which combines them.
+ *  - allgather(v): every other rank sends its block to rank 0 and copies
+ *    it into its own output; rank 0 copies its own, recv-copies the others
+ *    and sends each rank the N-1 blocks it lacks, as one run starting after
+ *    the rank's own.
+ *  - broadcast: the root sends the buffer to each rank in turn (and copies
+ *    it into its own output).
+ *  - reduce: every rank sends its input to the root, which recv-reduces.
  *  - gather, scatter: the direct, linear forms: each block goes straight
  *    between its rank and the root.
+ * At most 2N-1 steps a rank (the hub of an allgather).
  */
-#include "schedule.h"
+#include "steps.h"
 
-static baton__step_t *add(baton__sched_t *s, baton__phase_t phase, int step) {
-  baton__step_t *st = &s->steps[s->nsteps++];
-  *st = (baton__step_t){.phase = (uint8_t)phase,
-                        .step = (uint16_t)step,
-                        .send_peer = -1,
-                        .send_chunk = -1,
-                        .recv_peer = -1,
-                        .recv_chunk = -1};
-  return st;
-}
-
-/* A rank's place among the non-hub ranks, in rank order: its step number. */
+/* A rank's place among the non-hub ranks, in rank order: its round. */
 static int turn(int rank, int hub) { return rank < hub ? rank : rank - 1; }
-
-/* The hub's own chunk, INPUT to WORK: its block in its output. */
-static void local_copy(baton__sched_t *s, baton__phase_t phase, int chunk) {
-  baton__step_t *st = add(s, phase, 0);
-  st->send_chunk = chunk;
-  st->send_n = 1;
-  st->send_keep = 1;
-}
 
 /* What moves between the hub and rank q: the run [chunk, chunk + n). */
 typedef struct {
@@ -72,34 +57,32 @@ static run_t run_of(baton__coll_t coll, int in, int q, int size, int root) {
   }
 }
 
+/* A step between the hub and rank q (the peer: q at the hub, the hub at q). */
+static baton__step_t *add(baton__sched_t *s, baton__step_kind_t kind, baton__phase_t phase,
+                          int peer, int q, run_t r, int hub, baton__from_t src) {
+  return baton__step_add(s, kind, phase, turn(q, hub), peer, r.chunk, r.n, src);
+}
+
 /* Every other rank sends its run to the hub, which copies it or combines
  * it into WORK. */
 static void to_hub(baton__sched_t *s, baton__coll_t coll, baton__phase_t phase, int rank, int size,
                    int hub, int reduce) {
   if (rank != hub) {
     run_t r = run_of(coll, 1, rank, size, hub);
-    baton__step_t *st = add(s, phase, turn(rank, hub));
-    st->send_peer = hub;
-    st->send_chunk = r.chunk;
-    st->send_n = (uint16_t)r.n;
-    st->send_from = BATON__FROM_INPUT;
+    add(s, BATON__STEP_SEND, phase, hub, rank, r, hub, BATON__FROM_INPUT);
     /* An allgather rank's own block belongs in its output too. */
-    st->send_keep = coll == BATON__COLL_ALLGATHER || coll == BATON__COLL_ALLGATHERV;
+    if (coll == BATON__COLL_ALLGATHER || coll == BATON__COLL_ALLGATHERV)
+      add(s, BATON__STEP_COPY, phase, -1, rank, r, hub, BATON__FROM_INPUT);
     return;
   }
-  if (!reduce)
-    local_copy(s, phase, hub);
+  if (!reduce) /* the hub's own block, INPUT to its output */
+    baton__step_add(s, BATON__STEP_COPY, phase, 0, -1, hub, 1, BATON__FROM_INPUT);
   for (int q = 0, i = 0; q < size; q++) {
     if (q == hub)
       continue;
-    run_t r = run_of(coll, 1, q, size, hub);
-    baton__step_t *st = add(s, phase, turn(q, hub));
-    st->recv_peer = q;
-    st->recv_chunk = r.chunk;
-    st->recv_n = (uint16_t)r.n;
-    st->recv_op = reduce ? BATON__RECV_REDUCE : BATON__RECV_COPY;
-    st->recv_with = i++ ? BATON__FROM_WORK : BATON__FROM_INPUT;
-    st->keep = 1;
+    baton__step_t *st =
+        add(s, reduce ? BATON__STEP_RECV_REDUCE : BATON__STEP_RECV_COPY, phase, q, q,
+            run_of(coll, 1, q, size, hub), hub, i++ ? BATON__FROM_WORK : BATON__FROM_INPUT);
     st->finish = (uint8_t)(reduce && i == size - 1);
   }
 }
@@ -108,43 +91,32 @@ static void to_hub(baton__sched_t *s, baton__coll_t coll, baton__phase_t phase, 
 static void from_hub(baton__sched_t *s, baton__coll_t coll, baton__phase_t phase, int rank,
                      int size, int hub, baton__from_t from) {
   if (rank != hub) {
-    run_t r = run_of(coll, 0, rank, size, hub);
-    baton__step_t *st = add(s, phase, turn(rank, hub));
-    st->recv_peer = hub;
-    st->recv_chunk = r.chunk;
-    st->recv_n = (uint16_t)r.n;
-    st->recv_op = BATON__RECV_COPY;
-    st->keep = 1;
+    add(s, BATON__STEP_RECV_COPY, phase, hub, rank, run_of(coll, 0, rank, size, hub), hub,
+        BATON__FROM_INPUT);
     return;
   }
-  if (coll == BATON__COLL_SCATTER)
-    local_copy(s, phase, hub);
+  if (coll == BATON__COLL_SCATTER) /* the root's own block, INPUT to its output */
+    baton__step_add(s, BATON__STEP_COPY, phase, 0, -1, hub, 1, BATON__FROM_INPUT);
   int first = 1;
   for (int q = 0; q < size; q++) {
     if (q == hub)
       continue;
     run_t r = run_of(coll, 0, q, size, hub);
-    baton__step_t *st = add(s, phase, turn(q, hub));
-    st->send_peer = q;
-    st->send_chunk = r.chunk;
-    st->send_n = (uint16_t)r.n;
-    st->send_from = (uint8_t)from;
+    add(s, BATON__STEP_SEND, phase, q, q, r, hub, from);
     /* The broadcast root's output gets the buffer too, once. */
-    st->send_keep = (uint8_t)(first && coll == BATON__COLL_BROADCAST);
+    if (first && coll == BATON__COLL_BROADCAST)
+      add(s, BATON__STEP_COPY, phase, -1, q, r, hub, BATON__FROM_INPUT);
     first = 0;
   }
 }
 
-int baton__naive_max_steps(int size) { return 2 * size; }
+int baton__naive_max_steps(int size) { return 2 * size - 1; }
 
-void baton__naive_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int size, size_t count,
-                           int root, const int *order) {
-  (void)count, (void)order; /* any order of the ranks is as good as another */
-  s->coll = coll;
-  s->algo = "naive";
-  s->nsteps = 0;
-  if (size == 1)
-    return;
+int baton__naive_build(baton__sched_t *s, const baton__build_t *b) {
+  int rank = b->rank, size = b->size, root = b->root;
+  baton__coll_t coll = b->coll; /* any order of the ranks is as good as another */
+  if (size > UINT16_MAX)        /* an allreduce message is a run of N chunks */
+    return -1;
   switch (coll) {
   case BATON__COLL_ALLREDUCE:
   case BATON__COLL_REDUCE_SCATTER:
@@ -171,6 +143,7 @@ void baton__naive_schedule(baton__sched_t *s, baton__coll_t coll, int rank, int 
     from_hub(s, coll, BATON__PHASE_SCATTER, rank, size, root, BATON__FROM_INPUT);
     break;
   default:
-    break;
+    return -1;
   }
+  return 0;
 }

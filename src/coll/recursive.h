@@ -1,12 +1,11 @@
 /*
  * recursive.h - what the two recursive algorithms (rhd.c, rd.c) share: the
- * fold of a non-power-of-two number of ranks, and short ways to write a
- * step.
+ * fold of a non-power-of-two number of ranks, and the doubling allgather.
  *
  * Recursive halving and doubling pair rank v with v XOR 2^k, which needs a
  * power of two. With P the largest power of two <= N and r = N - P, the
- * first 2r ranks pair up as (2i, 2i+1): the odd one hands its data to the
- * even one before the recursion (phase FOLD) and gets the result back
+ * first 2r ranks pair up as (2i, 2i+1): the odd one sends its data to the
+ * even one before the recursion (phase FOLD) and recv-copies the result
  * after it (UNFOLD); the even one stands in for both as virtual rank i,
  * holding chunks [2i, 2i+2). Rank j >= 2r is virtual rank j - r and holds
  * chunk j. Virtual rank v is real rank real(v) and its chunks start at
@@ -16,7 +15,7 @@
 #ifndef BATON_COLL_RECURSIVE_H
 #define BATON_COLL_RECURSIVE_H
 
-#include "../schedule.h"
+#include "steps.h"
 
 typedef struct {
   int p;       /* largest power of two <= N */
@@ -44,40 +43,16 @@ static inline int baton__fold_real(const baton__fold_t *f, int v) {
   return v < f->r ? 2 * v : v + f->r;
 }
 
-/* A new step that neither sends nor receives yet. */
-static inline baton__step_t *baton__step_add(baton__sched_t *s, baton__phase_t phase, int step) {
-  baton__step_t *st = &s->steps[s->nsteps++];
-  *st = (baton__step_t){.phase = (uint8_t)phase,
-                        .step = (uint16_t)step,
-                        .send_peer = -1,
-                        .send_chunk = -1,
-                        .recv_peer = -1,
-                        .recv_chunk = -1};
-  return st;
+/* A step on the chunks of virtual ranks [lo, hi). */
+static inline baton__step_t *baton__fold_step(baton__sched_t *s, const baton__fold_t *f,
+                                              baton__step_kind_t kind, baton__phase_t phase,
+                                              int step, int peer, int lo, int hi,
+                                              baton__from_t src) {
+  int first = baton__fold_real(f, lo);
+  return baton__step_add(s, kind, phase, step, peer, first, baton__fold_real(f, hi) - first, src);
 }
 
-/* The step sends the chunks [first, first + n) to peer. */
-static inline void baton__step_send(baton__step_t *st, int peer, int first, int n,
-                                    baton__from_t from) {
-  st->send_peer = peer;
-  st->send_chunk = first;
-  st->send_n = (uint16_t)n;
-  st->send_from = (uint8_t)from;
-}
-
-/* The step receives the chunks [first, first + n) from peer into WORK:
- * copied, or combined (REDUCE) with what `with` names. */
-static inline void baton__step_recv(baton__step_t *st, int peer, int first, int n,
-                                    baton__recv_op_t op, baton__from_t with) {
-  st->recv_peer = peer;
-  st->recv_chunk = first;
-  st->recv_n = (uint16_t)n;
-  st->recv_op = (uint8_t)op;
-  st->recv_with = (uint8_t)with;
-  st->keep = 1;
-}
-
-/* log2 of the largest power of two <= size: the steps of one recursion. */
+/* log2 of the largest power of two <= size: the rounds of one recursion. */
 static inline int baton__log2_below(int size) {
   int l = 0;
   while ((2 << l) <= size)
@@ -86,33 +61,32 @@ static inline int baton__log2_below(int size) {
 }
 
 /* The whole schedule of the odd rank of a folding pair: it sends chunks
- * [in, in + in_n) of its input to its partner, and receives the result,
+ * [in, in + in_n) of its input to its partner, and recv-copies the result,
  * chunks [out, out + out_n), at the end. */
 static inline void baton__fold_away(baton__sched_t *s, const baton__fold_t *f, int in, int in_n,
                                     int out, int out_n) {
-  baton__step_t *st = baton__step_add(s, BATON__PHASE_FOLD, 0);
-  baton__step_send(st, f->partner, in, in_n, BATON__FROM_INPUT);
-  st = baton__step_add(s, BATON__PHASE_UNFOLD, 0);
-  baton__step_recv(st, f->partner, out, out_n, BATON__RECV_COPY, BATON__FROM_WORK);
+  baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_FOLD, 0, f->partner, in, in_n,
+                  BATON__FROM_INPUT);
+  baton__step_add(s, BATON__STEP_RECV_COPY, BATON__PHASE_UNFOLD, 0, f->partner, out, out_n,
+                  BATON__FROM_INPUT);
 }
 
-/* Allgather by recursive doubling, log2(P) steps: at distance d = 2^k the
+/* Allgather by recursive doubling, log2(P) rounds: at distance d = 2^k the
  * rank sends the run it has complete (virtual ranks [v & ~(d-1), +d)) and
- * receives its partner's, next to it. `own_from_input`: the first send is
- * the rank's own block, still in INPUT, and lands in WORK on the way. */
+ * recv-copies its partner's, next to it. `own_from_input`: the first send
+ * is the rank's own block, still in INPUT, which is copied into WORK too. */
 static inline void baton__doubling(baton__sched_t *s, const baton__fold_t *f, int own_from_input) {
   int step = 0;
   for (int d = 1; d < f->p; d *= 2, step++) {
     int mine = f->v & ~(d - 1), theirs = (f->v ^ d) & ~(d - 1);
     int peer = baton__fold_real(f, f->v ^ d), first = own_from_input && step == 0;
-    baton__step_t *st = baton__step_add(s, BATON__PHASE_ALLGATHER, step);
-    baton__step_send(st, peer, baton__fold_real(f, mine),
-                     baton__fold_real(f, mine + d) - baton__fold_real(f, mine),
+    baton__fold_step(s, f, BATON__STEP_SEND, BATON__PHASE_ALLGATHER, step, peer, mine, mine + d,
                      first ? BATON__FROM_INPUT : BATON__FROM_WORK);
-    st->send_keep = (uint8_t)first;
-    baton__step_recv(st, peer, baton__fold_real(f, theirs),
-                     baton__fold_real(f, theirs + d) - baton__fold_real(f, theirs),
-                     BATON__RECV_COPY, BATON__FROM_WORK);
+    if (first)
+      baton__fold_step(s, f, BATON__STEP_COPY, BATON__PHASE_ALLGATHER, step, -1, mine, mine + d,
+                       BATON__FROM_INPUT);
+    baton__fold_step(s, f, BATON__STEP_RECV_COPY, BATON__PHASE_ALLGATHER, step, peer, theirs,
+                     theirs + d, BATON__FROM_WORK);
   }
 }
 
