@@ -915,7 +915,7 @@ int baton__sim_run(baton__sim_t *s) {
     if (t->p && ran == 0) {
       panel_free(t->p);
       s->npanels--;
-    } else if (t->p) {
+    } else if (t->p && t->p->nx) {
       qsort(t->p->x, (size_t)t->p->nx, sizeof *t->p->x, cmp_xfer);
     }
     t->p = NULL;
