@@ -4,9 +4,8 @@
  * against schedule.h and the collective's definition, and keeps the rounds
  * for baton-viz.
  *
- * A value is a set of ranks kept as sorted intervals, shared by reference
- * count between the cells and messages that hold it, so that a ring of
- * 5000 ranks costs a few bytes a cell. Small calls keep every rank's
+ * The values are those of sim_val.h, so that a ring of 5000 ranks costs a
+ * few bytes a cell. Small calls keep every rank's
  * schedule whole (a test may alter it); larger ones keep a window of each
  * and rebuild it from the table as the run moves on.
  */
@@ -15,12 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim.h"
+#include "sim_val.h"
 
-struct baton__sim_val {
-  int refs, fin, nint;
-  int iv[]; /* [lo, hi) pairs, sorted and apart */
-};
 typedef struct baton__sim_val val_t;
 
 typedef struct msg {
@@ -41,12 +36,10 @@ enum { CELL_IN = 1, CELL_OUT = 2, CELL_CLOBBERED = 4, CELL_BOX = 8 };
 
 struct baton__sim_state {
   int n, materialized, alltoall;
-  int keep;    /* panels point at values: none is freed before the end */
-  val_t **tab; /* values by id; id 0: nothing */
-  unsigned ntab, captab, *freed, nfreed, capfreed, *spare, nspare, capspare;
-  unsigned *work;       /* [r * n + c] */
-  int *origin;          /* [r * n + c], alltoall only (elsewhere a chunk stays at its index) */
-  unsigned char *flags; /* [r * n + c]: CELL_* */
+  baton__sim_pool_t pool; /* the values */
+  unsigned *work;         /* [r * n + c] */
+  int *origin;            /* [r * n + c], alltoall only (elsewhere a chunk stays at its index) */
+  unsigned char *flags;   /* [r * n + c]: CELL_* */
   size_t *len;
   unsigned *in_val; /* [r]: {r} */
   msg_t **head, **tail, *all, *spare_msg;
@@ -56,147 +49,9 @@ struct baton__sim_state {
   int *woken, nwoken;           /* ranks to run again in this round */
   int *clock;                   /* [r * n + t], when the overwrite rule is checked */
   pending_t *pending;
-  int *iv; /* scratch for unions */
-  size_t capiv;
   baton__sim_panel_t *p; /* the round being run */
-  int pi;
 };
 typedef struct baton__sim_state st_t;
-
-static void *xalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) {
-    fputs("baton sim: out of memory\n", stderr);
-    abort();
-  }
-  return p;
-}
-
-static void *xgrow(void *p, size_t n, size_t size) {
-  p = realloc(p, (n ? n : 1) * size);
-  if (!p) {
-    fputs("baton sim: out of memory\n", stderr);
-    abort();
-  }
-  return p;
-}
-
-/* ---- Values */
-
-static unsigned val_new(st_t *t, int fin, int nint, const int *iv) {
-  unsigned id;
-  if (nint <= 1 && t->nspare) { /* the ring makes and drops one a step: reuse them */
-    id = t->spare[--t->nspare];
-    *t->tab[id] = (val_t){.refs = 1, .fin = fin, .nint = nint};
-    memcpy(t->tab[id]->iv, iv, 2 * (size_t)nint * sizeof(int));
-    return id;
-  }
-  val_t *v = xalloc(1, sizeof *v + 2 * (size_t)(nint > 1 ? nint : 1) * sizeof(int));
-  *v = (val_t){.refs = 1, .fin = fin, .nint = nint};
-  memcpy(v->iv, iv, 2 * (size_t)nint * sizeof(int));
-  if (t->nfreed) {
-    id = t->freed[--t->nfreed];
-  } else {
-    if (t->ntab >= t->captab)
-      t->tab = xgrow(t->tab, t->captab = t->captab ? 2 * t->captab : 1024, sizeof *t->tab);
-    id = t->ntab++;
-  }
-  t->tab[id] = v;
-  return id;
-}
-
-static unsigned ref(st_t *t, unsigned id) {
-  if (id)
-    t->tab[id]->refs++;
-  return id;
-}
-
-static void drop(st_t *t, unsigned id) {
-  if (!id || --t->tab[id]->refs > 0 || t->keep)
-    return;
-  if (t->tab[id]->nint <= 1) {
-    if (t->nspare == t->capspare)
-      t->spare =
-          xgrow(t->spare, t->capspare = t->capspare ? 2 * t->capspare : 1024, sizeof(unsigned));
-    t->spare[t->nspare++] = id;
-    return;
-  }
-  free(t->tab[id]);
-  t->tab[id] = NULL;
-  if (t->nfreed == t->capfreed)
-    t->freed =
-        xgrow(t->freed, t->capfreed = t->capfreed ? 2 * t->capfreed : 1024, sizeof(unsigned));
-  t->freed[t->nfreed++] = id;
-}
-
-static const val_t *V(const st_t *t, unsigned id) { return id ? t->tab[id] : NULL; }
-
-int baton__sim_val_count(const baton__sim_val_t *v) {
-  int k = 0;
-  for (int i = 0; v && i < v->nint; i++)
-    k += v->iv[2 * i + 1] - v->iv[2 * i];
-  return k;
-}
-
-int baton__sim_val_has(const baton__sim_val_t *v, int rank) {
-  for (int i = 0; v && i < v->nint; i++)
-    if (rank >= v->iv[2 * i] && rank < v->iv[2 * i + 1])
-      return 1;
-  return 0;
-}
-
-int baton__sim_val_finished(const baton__sim_val_t *v) { return v && v->fin; }
-
-char *baton__sim_val_str(const baton__sim_val_t *v, char *buf, size_t cap) {
-  size_t o = (size_t)snprintf(buf, cap, "{");
-  for (int i = 0; v && i < v->nint && o < cap; i++) {
-    int lo = v->iv[2 * i], hi = v->iv[2 * i + 1] - 1;
-    o += (size_t)(lo == hi ? snprintf(buf + o, cap - o, "%s%d", i ? "," : "", lo)
-                           : snprintf(buf + o, cap - o, "%s%d-%d", i ? "," : "", lo, hi));
-  }
-  if (o < cap)
-    snprintf(buf + o, cap - o, "}");
-  return buf;
-}
-
-static int val_same(const val_t *a, const val_t *b) {
-  return a && b && a->nint == b->nint && a->fin == b->fin &&
-         !memcmp(a->iv, b->iv, 2 * (size_t)a->nint * sizeof(int));
-}
-
-static int val_full(const val_t *v, int n) {
-  return v && v->nint == 1 && v->iv[0] == 0 && v->iv[1] == n;
-}
-
-/* a + b as a new value; 0 when they share ranks, [*lo, *hi) the first. */
-static unsigned val_union(st_t *t, unsigned a, unsigned b, int *lo, int *hi) {
-  const val_t *x = V(t, a), *y = V(t, b);
-  size_t need = 2 * (size_t)(x->nint + y->nint);
-  if (need > t->capiv)
-    t->iv = xgrow(t->iv, t->capiv = need, sizeof(int));
-  int i = 0, j = 0, k = 0;
-  while (i < x->nint || j < y->nint) {
-    const int *in = j >= y->nint || (i < x->nint && x->iv[2 * i] < y->iv[2 * j]) ? &x->iv[2 * i++]
-                                                                                 : &y->iv[2 * j++];
-    if (k && in[0] < t->iv[2 * k - 1]) {
-      *lo = in[0], *hi = in[1] < t->iv[2 * k - 1] ? in[1] : t->iv[2 * k - 1];
-      return 0;
-    }
-    if (k && in[0] == t->iv[2 * k - 1])
-      t->iv[2 * k - 1] = in[1];
-    else
-      t->iv[2 * k] = in[0], t->iv[2 * k + 1] = in[1], k++;
-  }
-  return val_new(t, 0, k, t->iv);
-}
-
-/* v, finished: a new value unless it is one already. */
-static unsigned val_finish(st_t *t, unsigned v) {
-  const val_t *x = V(t, v);
-  unsigned f = val_new(t, 1, x->nint, x->iv);
-  drop(t, v);
-  return f;
-}
 
 /* ---- The call */
 
@@ -342,7 +197,7 @@ static void check_all(baton__sim_t *s) {
 static void layout(baton__sim_t *s) {
   st_t *t = s->st;
   int n = t->n;
-  size_t *a = xalloc(6 * (size_t)n, sizeof *a), *counts = a + 5 * n;
+  size_t *a = baton__sim_alloc(6 * (size_t)n, sizeof *a), *counts = a + 5 * n;
   baton__layout_t l = {a, a + n, a + 2 * n, a + 3 * n, t->len};
   for (int c = 0; c < n; c++) /* the v-variants' counts, when not given: the count cut in N */
     counts[c] = s->call.counts ? s->call.counts[c] : baton__chunk_len(s->call.count, n, c);
@@ -350,7 +205,7 @@ static void layout(baton__sim_t *s) {
     baton__layout_args_t la = {s->call.coll,  r, n, s->call.root, s->call.count, counts,
                                s->call.displs};
     baton__layout_fill(&l, &la);
-    t->in_val[r] = val_new(t, 0, 1, (int[]){r, r + 1});
+    t->in_val[r] = baton__sim_new(&t->pool, 0, 1, (int[]){r, r + 1});
     for (int c = 0; c < n; c++) {
       int used = baton__sim_chunk_used(&s->call, c);
       /* Only the root of a broadcast reads its send buffer. */
@@ -373,7 +228,7 @@ static void windows(st_t *t) {
   for (int r = 0; r < t->n && !t->materialized; r++) {
     size_t w = total <= most ? (size_t)t->nsteps[r] : (size_t)t->nsteps[r] * most / total;
     t->window[r] = (int)(w < 256 ? 256 : w);
-    t->win[r] = xalloc((size_t)t->window[r], sizeof(baton__step_t));
+    t->win[r] = baton__sim_alloc((size_t)t->window[r], sizeof(baton__step_t));
     t->base[r] = -t->window[r]; /* empty: filled on first use */
   }
 }
@@ -385,36 +240,36 @@ int baton__sim_build(baton__sim_t *s, const baton__sim_call_t *call) {
     report(s, BATON__SIM_E_BUILD, -1, -1, "no algorithm, or %d ranks", n);
     return -1;
   }
-  st_t *t = s->st = xalloc(1, sizeof *t);
+  st_t *t = s->st = baton__sim_alloc(1, sizeof *t);
   t->n = n;
   s->cap = baton__max_steps(n) + 8; /* room for a test's extra steps */
   s->cap = call->algo->max_steps(n) + 8 > s->cap ? call->algo->max_steps(n) + 8 : s->cap;
   t->materialized = (size_t)n * (size_t)s->cap * sizeof(baton__step_t) <= (64u << 20);
-  t->ntab = 1; /* id 0 is "nothing" */
+  t->pool.ntab = 1; /* id 0 is "nothing" */
   size_t cells = (size_t)n * (size_t)n;
-  t->work = xalloc(cells, sizeof *t->work);
-  t->flags = xalloc(cells, 1);
+  t->work = baton__sim_alloc(cells, sizeof *t->work);
+  t->flags = baton__sim_alloc(cells, 1);
   t->alltoall = call->coll == BATON__COLL_ALLTOALL;
-  t->origin = t->alltoall ? xalloc(cells, sizeof *t->origin) : NULL;
-  t->len = xalloc((size_t)n, sizeof *t->len);
-  t->in_val = xalloc((size_t)n, sizeof *t->in_val);
-  t->head = xalloc((size_t)n, sizeof *t->head);
-  t->tail = xalloc((size_t)n, sizeof *t->tail);
-  t->at = xalloc((size_t)n, sizeof *t->at);
-  t->nsteps = xalloc((size_t)n, sizeof *t->nsteps);
-  t->base = xalloc((size_t)n, sizeof *t->base);
-  t->window = xalloc((size_t)n, sizeof *t->window);
-  t->put = xalloc((size_t)n, 1);
-  t->blocked = xalloc((size_t)n, 1);
-  t->woken = xalloc((size_t)n, sizeof *t->woken);
-  t->win = xalloc((size_t)n, sizeof *t->win);
-  t->tmp = xalloc((size_t)s->cap, sizeof *t->tmp);
-  s->sched = t->materialized ? xalloc((size_t)n, sizeof *s->sched) : NULL;
+  t->origin = t->alltoall ? baton__sim_alloc(cells, sizeof *t->origin) : NULL;
+  t->len = baton__sim_alloc((size_t)n, sizeof *t->len);
+  t->in_val = baton__sim_alloc((size_t)n, sizeof *t->in_val);
+  t->head = baton__sim_alloc((size_t)n, sizeof *t->head);
+  t->tail = baton__sim_alloc((size_t)n, sizeof *t->tail);
+  t->at = baton__sim_alloc((size_t)n, sizeof *t->at);
+  t->nsteps = baton__sim_alloc((size_t)n, sizeof *t->nsteps);
+  t->base = baton__sim_alloc((size_t)n, sizeof *t->base);
+  t->window = baton__sim_alloc((size_t)n, sizeof *t->window);
+  t->put = baton__sim_alloc((size_t)n, 1);
+  t->blocked = baton__sim_alloc((size_t)n, 1);
+  t->woken = baton__sim_alloc((size_t)n, sizeof *t->woken);
+  t->win = baton__sim_alloc((size_t)n, sizeof *t->win);
+  t->tmp = baton__sim_alloc((size_t)s->cap, sizeof *t->tmp);
+  s->sched = t->materialized ? baton__sim_alloc((size_t)n, sizeof *s->sched) : NULL;
   layout(s);
   for (int r = 0; r < n; r++) {
-    baton__sched_t sc = {.steps = t->materialized ? xalloc((size_t)s->cap, sizeof(baton__step_t))
-                                                  : t->tmp,
-                         .cap = s->cap};
+    baton__sched_t sc = {
+        .steps = t->materialized ? baton__sim_alloc((size_t)s->cap, sizeof(baton__step_t)) : t->tmp,
+        .cap = s->cap};
     baton__build_t b = {.coll = call->coll,
                         .rank = r,
                         .size = n,
@@ -459,7 +314,7 @@ static unsigned get(baton__sim_t *s, int r, int i, int src, int c, int *origin) 
 static void pend(st_t *t, int r, int c, msg_t *m) {
   pending_t *p = &t->pending[at(t, r, c)];
   if (p->n == p->cap)
-    p->m = xgrow(p->m, p->cap = p->cap ? 2 * p->cap : 4, sizeof *p->m);
+    p->m = baton__sim_grow(p->m, p->cap = p->cap ? 2 * p->cap : 4, sizeof *p->m);
   p->m[p->n++] = m;
 }
 
@@ -468,7 +323,8 @@ static void land(baton__sim_t *s, int r, int i, int c, unsigned v, int o) {
   st_t *t = s->st;
   size_t k = at(t, r, c);
   /* In place, a copy of INPUT onto itself changes no byte. */
-  int unchanged = val_same(V(t, v), V(t, t->in_val[r])) && o == c;
+  int unchanged =
+      baton__sim_same(baton__sim_at(&t->pool, v), baton__sim_at(&t->pool, t->in_val[r])) && o == c;
   for (int j = 0; t->pending && j < t->pending[k].n; j++) {
     msg_t *m = t->pending[k].m[j];
     if (m->src == BATON__FROM_INPUT && unchanged)
@@ -485,7 +341,7 @@ static void land(baton__sim_t *s, int r, int i, int c, unsigned v, int o) {
     t->pending[k].n = 0;
   if (aliased(t, k) && !unchanged)
     t->flags[k] |= CELL_CLOBBERED;
-  drop(t, t->work[k]);
+  baton__sim_drop(&t->pool, t->work[k]);
   t->work[k] = v;
   if (t->origin)
     t->origin[k] = o;
@@ -498,7 +354,7 @@ static void wake(st_t *t, int r) {
 
 static msg_t *send_new(baton__sim_t *s, int r, int i, const baton__step_t *st, int src) {
   st_t *t = s->st;
-  msg_t *m = st->n == 1 && t->spare_msg ? t->spare_msg : xalloc(1, sizeof *m);
+  msg_t *m = st->n == 1 && t->spare_msg ? t->spare_msg : baton__sim_alloc(1, sizeof *m);
   if (m == t->spare_msg)
     t->spare_msg = m->next;
   *m = (msg_t){.from = r,
@@ -508,10 +364,10 @@ static msg_t *send_new(baton__sim_t *s, int r, int i, const baton__step_t *st, i
                .src = src,
                .chunk = st->chunk,
                .n = st->n};
-  m->val = st->n == 1 ? &m->val1 : xalloc(st->n, sizeof *m->val);
-  m->origin = st->n == 1 ? &m->origin1 : xalloc(st->n, sizeof *m->origin);
+  m->val = st->n == 1 ? &m->val1 : baton__sim_alloc(st->n, sizeof *m->val);
+  m->origin = st->n == 1 ? &m->origin1 : baton__sim_alloc(st->n, sizeof *m->origin);
   if (t->clock) {
-    m->clock = xalloc((size_t)t->n, sizeof *m->clock);
+    m->clock = baton__sim_alloc((size_t)t->n, sizeof *m->clock);
     memcpy(m->clock, &t->clock[at(t, r, 0)], (size_t)t->n * sizeof *m->clock);
     m->all = t->all, t->all = m;
   }
@@ -526,7 +382,7 @@ static msg_t *send_new(baton__sim_t *s, int r, int i, const baton__step_t *st, i
 
 static void msg_free(st_t *t, msg_t *m) {
   for (int j = 0; j < m->n; j++)
-    drop(t, m->val[j]);
+    baton__sim_drop(&t->pool, m->val[j]);
   if (m->val != &m->val1)
     free(m->val), free(m->origin);
   free(m->clock);
@@ -546,7 +402,7 @@ static int do_send(baton__sim_t *s, int r, int i, const baton__step_t *st) {
   msg_t *m = send_new(s, r, i, st, st->src);
   for (int j = 0; j < st->n; j++) {
     int c = (st->chunk + j) % t->n;
-    m->val[j] = ref(t, get(s, r, i, st->src, c, &m->origin[j]));
+    m->val[j] = baton__sim_ref(&t->pool, get(s, r, i, st->src, c, &m->origin[j]));
     size_t k = at(t, r, c);
     /* Sent memory that a later step may write: WORK, or in place INPUT. */
     if (t->pending && (st->src == BATON__FROM_WORK || aliased(t, k)))
@@ -582,28 +438,28 @@ static unsigned combine(baton__sim_t *s, int r, int i, int c, unsigned got, int 
     return 0;
   }
   int lo = 0, hi = 0;
-  unsigned v = val_union(t, got, base, &lo, &hi);
-  if (v && (V(t, got)->fin || V(t, base)->fin)) {
+  unsigned v = baton__sim_union(&t->pool, got, base, &lo, &hi);
+  if (v && (baton__sim_at(&t->pool, got)->fin || baton__sim_at(&t->pool, base)->fin)) {
     report(s, BATON__SIM_E_FINISH, r, i, "adds to chunk %d after its sum was finished", c);
-    drop(t, v);
+    baton__sim_drop(&t->pool, v);
     return 0;
   }
   if (!v)
     report(s, BATON__SIM_E_TWICE, r, i,
            "adds the contributions of ranks [%d, %d) into chunk %d "
            "twice: %s and %s",
-           lo, hi, c, baton__sim_val_str(V(t, got), a, sizeof a),
-           baton__sim_val_str(V(t, base), b, sizeof b));
+           lo, hi, c, baton__sim_val_str(baton__sim_at(&t->pool, got), a, sizeof a),
+           baton__sim_val_str(baton__sim_at(&t->pool, base), b, sizeof b));
   return v;
 }
 
 static unsigned finish(baton__sim_t *s, int r, int i, int c, unsigned v) {
   char a[64];
-  if (v && !val_full(V(s->st, v), s->st->n))
+  if (v && !baton__sim_full(baton__sim_at(&s->st->pool, v), s->st->n))
     report(s, BATON__SIM_E_FINISH, r, i,
            "finishes chunk %d holding %s only, so AVG would divide a partial sum", c,
-           baton__sim_val_str(V(s->st, v), a, sizeof a));
-  return v ? val_finish(s->st, v) : 0;
+           baton__sim_val_str(baton__sim_at(&s->st->pool, v), a, sizeof a));
+  return v ? baton__sim_finish(&s->st->pool, v) : 0;
 }
 
 static void xfer(baton__sim_t *s, int from, int to, int send_kind, int src, int schunk,
@@ -611,7 +467,7 @@ static void xfer(baton__sim_t *s, int from, int to, int send_kind, int src, int 
   baton__sim_panel_t *p = s->st->p;
   if (!p)
     return;
-  p->x = xgrow(p->x, (size_t)p->nx + 1, sizeof *p->x);
+  p->x = baton__sim_grow(p->x, (size_t)p->nx + 1, sizeof *p->x);
   p->x[p->nx++] = (baton__sim_xfer_t){from,    to,     send_kind, st->kind, src,
                                       st->src, schunk, st->chunk, st->n,    carried};
 }
@@ -640,12 +496,14 @@ static int do_recv(baton__sim_t *s, int r, int i, const baton__step_t *st) {
   unsigned memo[3] = {0, 0, 0}; /* (message, S) -> their combination, finished as the step says */
   for (int j = 0; ok && j < st->n; j++) {
     int c = (st->chunk + j) % t->n, bo, o = m->origin[j];
-    unsigned v = ref(t, m->val[j]);
-    carried = baton__sim_val_count(V(t, v)) > carried ? baton__sim_val_count(V(t, v)) : carried;
+    unsigned v = baton__sim_ref(&t->pool, m->val[j]);
+    carried = baton__sim_val_count(baton__sim_at(&t->pool, v)) > carried
+                  ? baton__sim_val_count(baton__sim_at(&t->pool, v))
+                  : carried;
     unsigned base = does & BATON__DOES_REDUCE ? get(s, r, i, st->src, c, &bo) : 0;
     if (base && v == memo[0] && base == memo[1] && o == bo) { /* a run of equal values */
-      drop(t, v);
-      v = ref(t, memo[2]);
+      baton__sim_drop(&t->pool, v);
+      v = baton__sim_ref(&t->pool, memo[2]);
     } else if (does & BATON__DOES_REDUCE || st->finish) {
       unsigned in = v;
       if (does & BATON__DOES_REDUCE)
@@ -653,13 +511,14 @@ static int do_recv(baton__sim_t *s, int r, int i, const baton__step_t *st) {
       if (st->finish)
         v = finish(s, r, i, c, v);
       for (int k = 0; k < 3; k++)
-        drop(t, memo[k]);
-      memo[0] = in, memo[1] = ref(t, base), memo[2] = ref(t, v); /* held: no id is reused */
+        baton__sim_drop(&t->pool, memo[k]);
+      memo[0] = in, memo[1] = baton__sim_ref(&t->pool, base),
+      memo[2] = baton__sim_ref(&t->pool, v); /* held: no id is reused */
     }
     if (fwd) {
-      fwd->val[j] = ref(t, v), fwd->origin[j] = o;
+      fwd->val[j] = baton__sim_ref(&t->pool, v), fwd->origin[j] = o;
       if (t->p && !(does & BATON__DOES_LAND))
-        t->p->pass[r] = (baton__sim_cell_t){V(t, v), o};
+        t->p->pass[r] = (baton__sim_cell_t){baton__sim_at(&t->pool, v), o};
     }
     if (does & BATON__DOES_LAND) {
       land(s, r, i, c, v, o);
@@ -668,11 +527,11 @@ static int do_recv(baton__sim_t *s, int r, int i, const baton__step_t *st) {
       if (fwd)
         sent_mark(s, r, c, BATON__SIM_SENT_WORK);
     } else {
-      drop(t, v);
+      baton__sim_drop(&t->pool, v);
     }
   }
   for (int k = 0; k < 3; k++)
-    drop(t, memo[k]);
+    baton__sim_drop(&t->pool, memo[k]);
   xfer(s, m->from, r, m->kind, m->src, m->chunk, st, carried);
   if (!t->clock)
     msg_free(t, m);
@@ -684,11 +543,11 @@ static int do_copy(baton__sim_t *s, int r, int i, const baton__step_t *st) {
     int c = (st->chunk + j) % s->st->n, o;
     unsigned v = get(s, r, i, BATON__FROM_INPUT, c, &o);
     if (v)
-      land(s, r, i, c, ref(s->st, v), o);
+      land(s, r, i, c, baton__sim_ref(&s->st->pool, v), o);
   }
   baton__sim_panel_t *p = s->st->p;
   if (p) {
-    p->cp = xgrow(p->cp, (size_t)p->ncp + 1, sizeof *p->cp);
+    p->cp = baton__sim_grow(p->cp, (size_t)p->ncp + 1, sizeof *p->cp);
     p->cp[p->ncp++] = (baton__sim_copy_t){r, st->chunk, st->n};
   }
   return 1;
@@ -729,10 +588,11 @@ static int do_mailbox(baton__sim_t *s, int r, int i, const baton__step_t *st) {
     int c = (st->chunk + j) % t->n;
     unsigned v = 0;
     if (st->kind == BATON__STEP_MAILBOX_COPY)
-      v = ref(t, box(s, r, i, st->recv_peer, c));
+      v = baton__sim_ref(&t->pool, box(s, r, i, st->recv_peer, c));
     for (int q = 0; st->kind == BATON__STEP_MAILBOX_REDUCE && q < t->n; q++) {
-      unsigned w = box(s, r, i, q, c), sum = q == 0 ? ref(t, w) : combine(s, r, i, c, w, c, v, c);
-      drop(t, v);
+      unsigned w = box(s, r, i, q, c),
+               sum = q == 0 ? baton__sim_ref(&t->pool, w) : combine(s, r, i, c, w, c, v, c);
+      baton__sim_drop(&t->pool, v);
       if (!(v = sum))
         break;
     }
@@ -776,19 +636,20 @@ static void snapshot(st_t *t, baton__sim_cell_t *cells) {
   for (int r = 0; r < t->n; r++)
     for (int c = 0; c < t->n; c++) {
       size_t k = at(t, r, c);
-      cells[k] = (baton__sim_cell_t){V(t, t->work[k]), t->origin ? t->origin[k] : c};
+      cells[k] =
+          (baton__sim_cell_t){baton__sim_at(&t->pool, t->work[k]), t->origin ? t->origin[k] : c};
     }
 }
 
 static baton__sim_panel_t *panel_new(baton__sim_t *s, int key) {
   st_t *t = s->st;
   size_t cells = (size_t)t->n * (size_t)t->n;
-  s->panels = xgrow(s->panels, (size_t)s->npanels + 1, sizeof *s->panels);
+  s->panels = baton__sim_grow(s->panels, (size_t)s->npanels + 1, sizeof *s->panels);
   baton__sim_panel_t *p = &s->panels[s->npanels++];
   *p = (baton__sim_panel_t){.phase = key < 0 ? -1 : key >> 16, .step = key < 0 ? 0 : key & 0xffff};
-  p->work = xalloc(cells, sizeof *p->work);
-  p->pass = xalloc((size_t)t->n, sizeof *p->pass);
-  p->sent = xalloc(cells, 1);
+  p->work = baton__sim_alloc(cells, sizeof *p->work);
+  p->pass = baton__sim_alloc((size_t)t->n, sizeof *p->pass);
+  p->sent = baton__sim_alloc(cells, 1);
   for (int r = 0; r < t->n; r++)
     p->pass[r].origin = -1;
   snapshot(t, p->work);
@@ -861,9 +722,9 @@ static void check_end(baton__sim_t *s) {
       if (!(t->flags[k] & CELL_OUT) || !baton__sim_chunk_used(&s->call, c))
         continue;
       promise(&s->call, r, c, &from, &origin);
-      const val_t *v = V(t, t->work[k]);
+      const val_t *v = baton__sim_at(&t->pool, t->work[k]);
       int o = t->origin ? t->origin[k] : c;
-      int set_ok = from < 0 ? val_full(v, t->n)
+      int set_ok = from < 0 ? baton__sim_full(v, t->n)
                             : v && v->nint == 1 && v->iv[0] == from && v->iv[1] == from + 1;
       if (!set_ok || o != origin) {
         char want[32];
@@ -887,13 +748,13 @@ int baton__sim_run(baton__sim_t *s) {
     return -1;
   int n = t->n;
   if (n <= BATON__SIM_HB_MAX) {
-    t->clock = xalloc((size_t)n * (size_t)n, sizeof *t->clock);
-    t->pending = xalloc((size_t)n * (size_t)n, sizeof *t->pending);
+    t->clock = baton__sim_alloc((size_t)n * (size_t)n, sizeof *t->clock);
+    t->pending = baton__sim_alloc((size_t)n * (size_t)n, sizeof *t->pending);
     s->hb_checked = 1;
   }
   if (s->call.panels) {
-    t->keep = 1;
-    s->panel_of = xalloc((size_t)n * (size_t)s->cap, sizeof *s->panel_of);
+    t->pool.keep = 1;
+    s->panel_of = baton__sim_alloc((size_t)n * (size_t)s->cap, sizeof *s->panel_of);
     for (size_t k = 0; k < (size_t)n * (size_t)s->cap; k++)
       s->panel_of[k] = -1;
   }
@@ -901,8 +762,9 @@ int baton__sim_run(baton__sim_t *s) {
   for (int c = 0; n == 1 && c < n; c++)
     if (t->flags[at(t, 0, c)] & CELL_IN)
       land(s, 0, -1, c,
-           baton__sim_reduces(s->call.coll) ? val_finish(t, ref(t, t->in_val[0]))
-                                            : ref(t, t->in_val[0]),
+           baton__sim_reduces(s->call.coll)
+               ? baton__sim_finish(&t->pool, baton__sim_ref(&t->pool, t->in_val[0]))
+               : baton__sim_ref(&t->pool, t->in_val[0]),
            c);
   int next = -1; /* the smallest key of a step not yet run */
   for (int r = 0; r < n; r++)
@@ -946,16 +808,14 @@ void baton__sim_free(baton__sim_t *s) {
     nx = m->all, msg_free(t, m);
   for (size_t k = 0; t->pending && k < (size_t)t->n * (size_t)t->n; k++)
     free(t->pending[k].m);
-  for (unsigned id = 1; id < t->ntab; id++)
-    free(t->tab[id]);
+  baton__sim_pool_free(&t->pool);
   for (msg_t *m = t->spare_msg, *nx; m; m = nx)
     nx = m->next, free(m);
-  free(t->spare);
-  free(t->tab), free(t->freed), free(t->work), free(t->origin), free(t->flags), free(t->len);
+  free(t->work), free(t->origin), free(t->flags), free(t->len);
   free(t->in_val), free(t->head), free(t->tail), free(t->at), free(t->nsteps), free(t->base),
       free(t->window);
   free(t->put), free(t->blocked), free(t->woken), free(t->win), free(t->tmp), free(t->clock),
-      free(t->pending), free(t->iv);
+      free(t->pending);
   free(t);
   s->st = NULL;
 }
