@@ -3,28 +3,26 @@
  *
  * The ring is checked against a statement of it written here from the
  * textbook, not from ring.c: on ranks 0..N-1 in a ring, rank r always sends
- * to r+1 and receives from r-1; in reduce-scatter step s (s = 0..N-2) it
+ * to r+1 and receives from r-1; in reduce-scatter round s (s = 0..N-2) it
  * sends its partial sum of chunk r-s-1 and receives chunk r-s-2, adding its
- * own input, so that after N-1 steps it holds the whole sum of chunk r; in
- * allgather step s it sends chunk r-s and receives chunk r-s-1 (all mod N).
+ * own input, so that after N-1 rounds it holds the whole sum of chunk r; in
+ * allgather round s it sends chunk r-s and receives chunk r-s-1 (all mod N).
  * Broadcast on the ring is the chain from the root: the rank q places after
- * the root receives the root's chunk from r-1 at step q-1 and, unless it is
- * the last, sends it on to r+1 at step q.
+ * the root receives the root's chunk from r-1 in round q-1 and, unless it is
+ * the last, passes it on to r+1.
  *
- * Every algorithm of the table (so also those added later) is then checked,
- * for every collective it serves, by what its steps do, simulated here on
- * all ranks side by side: in each step the chunks every rank receives are
- * exactly the ones its peers send it, nobody sends what it does not hold, a
- * reduction never adds a rank's contribution twice nor adds to a finished
- * (averaged) sum, and at the end every rank holds in WORK what the
- * collective promises (every chunk summed over all ranks and finished once
- * for allreduce, its own chunk for reduce-scatter, every rank's block for
- * allgather, the root's buffer for broadcast, ...; blocks of scatter and
- * alltoall are tagged with their destination). And the
- * chunk layout of uneven counts: chunks tile the buffer, differ by at most
- * one element, larger ones first; the bytes a ring rank sends add up.
+ * Every algorithm of the table (so also those added later) is then run, for
+ * every collective it serves, on the simulator (src/sim.c), which checks
+ * the rules of schedule.h and the collective's promise: N = 1..16, counts
+ * 0, 1, N-1, N+1 and a prime, every root of a rooted collective, hier on
+ * several host maps, and N = 5000 for hier (hosts of 4) and the ring. The
+ * bounds max_steps are checked to be reached, and a set of deliberately
+ * broken schedules shows that the simulator catches each class of error.
+ * And the chunk layout of uneven counts: chunks tile the buffer, differ by
+ * at most one element, larger ones first; the bytes a ring rank sends add
+ * up.
  *
- * Sizes 1..16 and counts around multiples of N. Prints "N passed, M failed".
+ * Prints "N passed, M failed" last; exits 1 on a failure.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -32,10 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schedule.h"
+#include "sim.h"
 
 #define MAX_N 16
-#define MAX_STEPS 64
 
 static int passed, failed, lines;
 
@@ -58,317 +55,304 @@ static void check(int ok, const char *fmt, ...) {
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-typedef struct {
-  baton__step_t steps[MAX_N][MAX_STEPS];
-  baton__sched_t s[MAX_N];
-} all_t;
+static int rooted(baton__coll_t c) {
+  return c == BATON__COLL_BROADCAST || c == BATON__COLL_REDUCE || c == BATON__COLL_GATHER ||
+         c == BATON__COLL_SCATTER;
+}
 
-/* The hosts the schedules are built for (hier reads them); NULL: one rank
- * per host. */
-static const int *sim_host;
-
-static int build_all(all_t *A, baton__coll_t coll, const baton__algo_t *algo, int n, size_t count,
-                     int root) {
-  if (algo->max_steps(n) > MAX_STEPS)
-    return -1;
-  for (int r = 0; r < n; r++) {
-    A->s[r].steps = A->steps[r];
-    A->s[r].host = sim_host;
-    if (baton__schedule_for(&A->s[r], coll, algo, r, n, count, root) != 0)
-      return -1;
-  }
-  return 0;
+/* Builds the call on the simulator; the caller runs and frees it. */
+static int sim_of(baton__sim_t *s, baton__coll_t coll, const char *algo, int n, size_t count,
+                  int root) {
+  baton__sim_call_t call = {
+      .coll = coll, .algo = baton__algo_find(algo), .size = n, .root = root, .count = count};
+  return baton__sim_build(s, &call);
 }
 
 /* ---------------------------------------------- the ring, as stated above */
 
 static void ring_against_statement(baton__coll_t coll, int n) {
-  static all_t A;
+  baton__sim_t s;
   const char *cn = baton__coll_name(coll);
-  check(build_all(&A, coll, baton__algo_find("ring"), n, 1000, 0) == 0, "ring %s n=%d builds", cn,
-        n);
+  check(sim_of(&s, coll, "ring", n, 1000, 0) == 0, "ring %s n=%d builds", cn, n);
   int rs = coll != BATON__COLL_ALLGATHER, ag = coll != BATON__COLL_REDUCE_SCATTER;
-  for (int r = 0; r < n; r++) {
-    const baton__sched_t *s = &A.s[r];
-    int want = n == 1 ? 0 : (rs + ag) * (n - 1);
-    check(s->nsteps == want, "ring %s n=%d rank %d: %d steps, want %d", cn, n, r, s->nsteps, want);
-    if (s->nsteps != want)
-      continue;
-    for (int i = 0; i < s->nsteps; i++) {
-      const baton__step_t *st = &s->steps[i];
-      int in_rs = rs && i < n - 1, k = in_rs ? i : i - (rs ? n - 1 : 0);
-      int send = in_rs ? mod(r - k - 1, n) : mod(r - k, n);
-      int recv = in_rs ? mod(r - k - 2, n) : mod(r - k - 1, n);
-      int phase = in_rs ? BATON__PHASE_REDUCE_SCATTER : BATON__PHASE_ALLGATHER;
-      int op = in_rs ? BATON__RECV_REDUCE : BATON__RECV_COPY;
-      check(st->phase == phase && st->step == k && st->send_peer == mod(r + 1, n) &&
-                st->recv_peer == mod(r - 1, n) && st->send_chunk == send &&
-                st->recv_chunk == recv && st->recv_op == op,
-            "ring %s n=%d rank %d step %d: got phase %d step %d send c%d->%d recv c%d<-%d "
-            "op %d; want phase %d step %d send c%d->%d recv c%d<-%d op %d",
-            cn, n, r, i, st->phase, st->step, st->send_chunk, st->send_peer, st->recv_chunk,
-            st->recv_peer, st->recv_op, phase, k, send, mod(r + 1, n), recv, mod(r - 1, n), op);
-      /* What arrives is what the next step sends, except at the very end
-       * and where reduce-scatter ends a bare reduce-scatter. */
-      int last = i == s->nsteps - 1;
-      check(st->forward == !last && (last || s->steps[i + 1].send_chunk == st->recv_chunk),
-            "ring %s n=%d rank %d step %d: forward %d", cn, n, r, i, st->forward);
-      int final = !in_rs || k == n - 2;
-      check(st->keep == final, "ring %s n=%d rank %d step %d: keep %d, want %d", cn, n, r, i,
-            st->keep, final);
+  for (int r = 0; r < n && s.sched; r++) {
+    const baton__sched_t *sc = &s.sched[r];
+    /* The receives in order, then the sends in order, as stated. */
+    int want_recv[2 * MAX_N], want_send[2 * MAX_N], nr = 0, ns = 0, ok = 1;
+    for (int k = 0; k < n - 1 && rs; k++)
+      want_send[ns++] = mod(r - k - 1, n), want_recv[nr++] = mod(r - k - 2, n);
+    for (int k = 0; k < n - 1 && ag; k++)
+      want_send[ns++] = mod(r - k, n), want_recv[nr++] = mod(r - k - 1, n);
+    int gr = 0, gs = 0, copies = 0;
+    for (int i = 0; i < sc->nsteps; i++) {
+      const baton__step_t *st = &sc->steps[i];
+      unsigned does = baton__step_does(st->kind);
+      int in_rs = st->phase == BATON__PHASE_REDUCE_SCATTER;
+      copies += st->kind == BATON__STEP_COPY && st->chunk == r;
+      if (does & BATON__DOES_RECV) {
+        ok &= gr < nr && st->chunk == want_recv[gr] && st->recv_peer == mod(r - 1, n) &&
+              st->step == (in_rs ? gr : gr - (rs ? n - 1 : 0)) &&
+              !!(does & BATON__DOES_REDUCE) == in_rs;
+        gr++;
+      }
+      if (does & BATON__DOES_SEND) {
+        ok &= gs < ns && st->chunk == want_send[gs] && st->send_peer == mod(r + 1, n) && st->n == 1;
+        gs++;
+      }
+      /* Only the last receive of each part lands, with the finished sum. */
+      int last = st->step == n - 2 && (does & BATON__DOES_RECV);
+      ok &= !(does & BATON__DOES_RECV) || !!(does & BATON__DOES_LAND) == (!in_rs || last);
+      ok &= st->finish == (in_rs && last);
     }
+    ok &= gr == nr && gs == ns && copies == (ag && !rs && n > 1);
+    check(ok || n == 1, "ring %s n=%d rank %d: %d steps, not the statement's", cn, n, r,
+          sc->nsteps);
   }
+  baton__sim_free(&s);
 }
 
 static void chain_against_statement(int n, int root) {
-  static all_t A;
-  check(build_all(&A, BATON__COLL_BROADCAST, baton__algo_find("ring"), n, 1000, root) == 0,
+  baton__sim_t s;
+  check(sim_of(&s, BATON__COLL_BROADCAST, "ring", n, 1000, root) == 0,
         "ring broadcast n=%d root %d builds", n, root);
-  for (int r = 0; r < n; r++) {
-    const baton__sched_t *s = &A.s[r];
-    int q = mod(r - root, n), i = 0, ok = 1;
-    if (q > 0) {
-      const baton__step_t *st = &s->steps[i++];
-      ok &= i <= s->nsteps && st->phase == BATON__PHASE_BROADCAST && st->step == q - 1 &&
-            st->recv_peer == mod(r - 1, n) && st->recv_chunk == root && st->send_peer < 0 &&
-            st->recv_op == BATON__RECV_COPY && st->keep && st->forward == (q < n - 1);
-    }
-    if (q < n - 1 && n > 1) {
-      const baton__step_t *st = &s->steps[i++];
-      ok &= i <= s->nsteps && st->phase == BATON__PHASE_BROADCAST && st->step == q &&
-            st->send_peer == mod(r + 1, n) && st->send_chunk == root && st->recv_peer < 0;
-    }
-    check(ok && s->nsteps == i, "chain broadcast n=%d root %d rank %d: %d steps, not as stated", n,
-          root, r, s->nsteps);
+  for (int r = 0; r < n && n > 1; r++) {
+    const baton__sched_t *sc = &s.sched[r];
+    const baton__step_t *st = sc->steps;
+    int q = mod(r - root, n), ok = sc->nsteps == (q == 0 ? 2 : 1);
+    if (q == 0)
+      ok &= st[0].kind == BATON__STEP_SEND && st[0].send_peer == mod(r + 1, n) &&
+            st[0].chunk == root && st[0].src == BATON__FROM_INPUT &&
+            st[1].kind == BATON__STEP_COPY && st[1].chunk == root;
+    else
+      ok &= st->kind == (q < n - 1 ? BATON__STEP_RECV_COPY_SEND : BATON__STEP_RECV_COPY) &&
+            st->step == q - 1 && st->recv_peer == mod(r - 1, n) && st->chunk == root &&
+            (q == n - 1 || st->send_peer == mod(r + 1, n));
+    check(ok, "chain broadcast n=%d root %d rank %d: %d steps, not as stated", n, root, r,
+          sc->nsteps);
   }
+  baton__sim_free(&s);
 }
 
 /* ------------------------------------- any algorithm, by what it computes */
 
-/* What a chunk holds, as a value: bit q of the low 32 bits says rank q's
- * contribution is in it; for blocks that travel without being reduced
- * (scatter, alltoall) bits 32..47 carry the block's destination + 1, so a
- * block delivered to the wrong rank shows; FINISHED says the reduction was
- * completed (AVG divided) once. */
-typedef uint64_t val_t;
-#define UNDEF ((val_t)-1)
-#define FINISHED ((val_t)1 << 62)
-#define RANKS(v) ((v)&0xffffffffu)
-#define TAG(dest) ((val_t)((dest) + 1) << 32)
-
-static int coll_reduces(baton__coll_t coll) {
-  return coll == BATON__COLL_ALLREDUCE || coll == BATON__COLL_REDUCE_SCATTER ||
-         coll == BATON__COLL_REDUCE_SCATTERV || coll == BATON__COLL_REDUCE;
+/* Runs the call on the simulator; 1 when it does what it promises. */
+static int simulate(const baton__sim_call_t *call) {
+  baton__sim_t s;
+  int ok = baton__sim_build(&s, call) == 0 && baton__sim_run(&s) == 0;
+  for (int i = 0; !ok && i < s.nerrors && i < 3; i++)
+    check(0, "%s %s n=%d count %zu root %d: %s", call->algo->name, baton__coll_name(call->coll),
+          call->size, call->count, call->root, s.errors[i]);
+  baton__sim_free(&s);
+  return ok;
 }
 
-/* Rank r's input chunk c, UNDEF where the collective gives it none. */
-static val_t input_of(baton__coll_t coll, int r, int c, int root) {
-  switch (coll) {
-  case BATON__COLL_ALLREDUCE:
-  case BATON__COLL_REDUCE_SCATTER:
-  case BATON__COLL_REDUCE_SCATTERV:
-    return 1u << r;
-  case BATON__COLL_REDUCE:
-    return c == root ? 1u << r : UNDEF;
-  case BATON__COLL_ALLGATHER:
-  case BATON__COLL_ALLGATHERV:
-  case BATON__COLL_GATHER:
-    return c == r ? 1u << r : UNDEF;
-  case BATON__COLL_BROADCAST:
-    return c == root && r == root ? 1u << r : UNDEF;
-  case BATON__COLL_SCATTER:
-    return r == root ? (1u << r) | TAG(c) : UNDEF;
-  case BATON__COLL_ALLTOALL:
-    return (1u << r) | TAG(c);
-  default:
-    return UNDEF;
-  }
-}
-
-/* What rank r must end with in chunk c (UNDEF: nothing promised). */
-static val_t promise(baton__coll_t coll, int n, int r, int c, int root) {
-  val_t all = n == 32 ? 0xffffffffu : (1u << n) - 1;
-  switch (coll) {
-  case BATON__COLL_ALLREDUCE:
-    return all | FINISHED;
-  case BATON__COLL_REDUCE_SCATTER:
-  case BATON__COLL_REDUCE_SCATTERV:
-    return c == r ? all | FINISHED : UNDEF;
-  case BATON__COLL_REDUCE:
-    return r == root && c == root ? all | FINISHED : UNDEF;
-  case BATON__COLL_ALLGATHER:
-  case BATON__COLL_ALLGATHERV:
-    return 1u << c;
-  case BATON__COLL_GATHER:
-    return r == root ? 1u << c : UNDEF;
-  case BATON__COLL_BROADCAST:
-    return c == root ? 1u << root : UNDEF;
-  case BATON__COLL_SCATTER:
-    return c == r ? (1u << root) | TAG(r) : UNDEF;
-  case BATON__COLL_ALLTOALL:
-    return (1u << c) | TAG(r);
-  default:
-    return UNDEF;
-  }
-}
-
-/* The phases in the order they happen, then steps within them. */
-static int key_of(const baton__step_t *st) { return st->phase * 65536 + st->step; }
-
-typedef struct {
-  int n;     /* chunks; 0: no message */
-  int first; /* the sender's first chunk */
-  val_t v[MAX_N];
-} msg_t;
-
-/* Runs every rank's schedule of `algo` side by side, step key by step key:
- * all sends of a key read the state before any receive of that key. Checks
- * that each message is received by the rank it is sent to with the same
- * chunks, that nothing undefined is sent, that no contribution is added
- * twice, that a finished sum is never added to, and at the end that every
- * rank holds in WORK what the collective promises. */
-static void simulate(baton__coll_t coll, const baton__algo_t *algo, int n, int root) {
-  static all_t A;
-  static val_t in[MAX_N][MAX_N], work[MAX_N][MAX_N], fwd[MAX_N];
-  static msg_t sent[MAX_N][MAX_N]; /* [from][to] */
-  const char *cn = baton__coll_name(coll), *an = algo->name;
-  if (n == 1)
-    return; /* one rank copies its input itself (coll.c): no schedule runs */
-  if (build_all(&A, coll, algo, n, 1000, root) != 0) {
-    check(0, "%s %s n=%d root %d: no schedule", an, cn, n, root);
-    return;
-  }
-  for (int r = 0; r < n; r++) {
-    fwd[r] = UNDEF;
-    for (int c = 0; c < n; c++)
-      in[r][c] = input_of(coll, r, c, root), work[r][c] = UNDEF;
-  }
-  int at[MAX_N] = {0}, ok = 1, alltoall = coll == BATON__COLL_ALLTOALL;
-#define BAD(...)                                                                                   \
-  do {                                                                                             \
-    check(0, __VA_ARGS__);                                                                         \
-    ok = 0;                                                                                        \
-  } while (0)
-  for (int guard = 0; ok && guard < 100000; guard++) {
-    int key = -1;
-    for (int r = 0; r < n; r++)
-      if (at[r] < A.s[r].nsteps && (key < 0 || key_of(&A.s[r].steps[at[r]]) < key))
-        key = key_of(&A.s[r].steps[at[r]]);
-    if (key < 0)
-      break;
-    memset(sent, 0, sizeof sent);
-    /* Sends and local copies, from the state before this key. */
-    for (int r = 0; r < n; r++)
-      for (int i = at[r]; i < A.s[r].nsteps && key_of(&A.s[r].steps[i]) == key; i++) {
-        const baton__step_t *st = &A.s[r].steps[i];
-        int fed = i > 0 && A.s[r].steps[i - 1].forward;
-        if (st->send_peer < 0 && st->send_keep) {
-          for (int j = 0; j < st->send_n; j++) {
-            int c = (st->send_chunk + j) % n;
-            if (in[r][c] == UNDEF)
-              BAD("%s %s n=%d root %d: rank %d copies chunk %d, which it has no input for", an, cn,
-                  n, root, r, c);
-            work[r][c] = in[r][c];
-          }
-          continue;
-        }
-        if (st->send_peer < 0)
-          continue;
-        int q = st->send_peer;
-        if (q >= n || q == r || st->send_n < 1 || st->send_n > n || st->send_chunk < 0) {
-          BAD("%s %s n=%d: rank %d step %d sends %d chunks from %d to rank %d", an, cn, n, r, i,
-              st->send_n, st->send_chunk, q);
-          continue;
-        }
-        if (sent[r][q].n)
-          BAD("%s %s n=%d key %d: rank %d sends twice to %d", an, cn, n, key, r, q);
-        msg_t *m = &sent[r][q];
-        m->n = st->send_n, m->first = st->send_chunk;
-        for (int j = 0; j < st->send_n; j++) {
-          int c = (st->send_chunk + j) % n;
-          val_t v = fed ? fwd[r] : st->send_from == BATON__FROM_INPUT ? in[r][c] : work[r][c];
-          if (fed && st->send_n != 1)
-            BAD("%s %s n=%d: rank %d forwards into a message of %d chunks", an, cn, n, r,
-                st->send_n);
-          if (v == UNDEF)
-            BAD("%s %s n=%d key %d: rank %d sends chunk %d from %s, where it holds nothing", an, cn,
-                n, key, r, c,
-                fed                                  ? "the previous receive"
-                : st->send_from == BATON__FROM_INPUT ? "INPUT"
-                                                     : "WORK");
-          m->v[j] = v;
-          if (st->send_keep && !fed && st->send_from == BATON__FROM_INPUT)
-            work[r][c] = in[r][c];
-        }
-        fwd[r] = fed ? UNDEF : fwd[r];
-      }
-    /* Receives. */
-    for (int r = 0; r < n; r++)
-      for (; at[r] < A.s[r].nsteps && key_of(&A.s[r].steps[at[r]]) == key; at[r]++) {
-        const baton__step_t *st = &A.s[r].steps[at[r]];
-        int q = st->recv_peer;
-        if (q < 0)
-          continue;
-        msg_t *m = q < n ? &sent[q][r] : NULL;
-        if (!m || !m->n || m->n != st->recv_n ||
-            (!alltoall && m->first % n != st->recv_chunk % n)) {
-          BAD("%s %s n=%d key %d: rank %d receives chunks %d+%d from %d, which sends it %d+%d", an,
-              cn, n, key, r, st->recv_chunk, st->recv_n, q, m ? m->first : -1, m ? m->n : 0);
-          continue;
-        }
-        for (int j = 0; j < st->recv_n; j++) {
-          int c = (st->recv_chunk + j) % n;
-          val_t v = m->v[j], res = v;
-          if (v == UNDEF)
-            continue; /* reported by the sender */
-          if (st->recv_op == BATON__RECV_REDUCE) {
-            val_t acc = st->recv_with == BATON__FROM_INPUT ? in[r][c] : work[r][c];
-            if (acc == UNDEF) {
-              BAD("%s %s n=%d key %d: rank %d combines chunk %d with %s, which holds nothing", an,
-                  cn, n, key, r, c, st->recv_with == BATON__FROM_INPUT ? "INPUT" : "WORK");
-              continue;
-            }
-            if (RANKS(acc) & RANKS(v))
-              BAD("%s %s n=%d key %d: rank %d adds rank(s) %#llx into chunk %d twice", an, cn, n,
-                  key, r, (unsigned long long)(RANKS(acc) & RANKS(v)), c);
-            if ((acc | v) & FINISHED)
-              BAD("%s %s n=%d key %d: rank %d adds to chunk %d after its sum was finished", an, cn,
-                  n, key, r, c);
-            res = acc | v;
-          }
-          if (st->finish) {
-            if (res & FINISHED)
-              BAD("%s %s n=%d key %d: rank %d finishes chunk %d twice", an, cn, n, key, r, c);
-            res |= FINISHED;
-          }
-          if (st->forward)
-            fwd[r] = res;
-          if (st->keep || !st->forward)
-            work[r][c] = res;
-        }
-        m->n = 0;
-      }
-    for (int r = 0; r < n; r++)
-      for (int q = 0; q < n; q++)
-        if (sent[r][q].n)
-          BAD("%s %s n=%d key %d: rank %d sends chunks %d+%d to %d, which does not receive them",
-              an, cn, n, key, r, sent[r][q].first, sent[r][q].n, q);
-  }
-  for (int r = 0; r < n && ok; r++)
-    for (int c = 0; c < n; c++) {
-      val_t want = promise(coll, n, r, c, root);
-      if (want == UNDEF)
+/* Every (collective, algorithm) of the table on n ranks; returns how many
+ * calls passed. */
+static void every_call(int n) {
+  int nalgos;
+  const baton__algo_t *algos = baton__algos(&nalgos);
+  size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n + 1, 7919};
+  size_t vcounts[MAX_N]; /* uneven, some 0 */
+  for (int r = 0; r < n; r++)
+    vcounts[r] = (size_t)(r * 7 % 5);
+  for (int a = 0; a < nalgos; a++)
+    for (int c = 0; c < BATON__COLL_COUNT; c++) {
+      if (!(algos[a].colls & (1u << c)))
         continue;
-      /* Only reductions need AVG's division; elsewhere FINISHED is moot. */
-      val_t got = work[r][c];
-      if (!coll_reduces(coll) && got != UNDEF)
-        got &= ~FINISHED;
-      if (got != want)
-        BAD("%s %s n=%d root %d: at the end rank %d holds %#llx in chunk %d, want %#llx", an, cn, n,
-            root, r, (unsigned long long)got, c, (unsigned long long)want);
+      int ok = 1, runs = 0;
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int root = 0; root < (rooted((baton__coll_t)c) ? n : 1); root++) {
+          baton__sim_call_t call = {.coll = (baton__coll_t)c,
+                                    .algo = &algos[a],
+                                    .size = n,
+                                    .root = root,
+                                    .count = counts[k]};
+          ok &= simulate(&call), runs++;
+        }
+      if (c == BATON__COLL_ALLGATHERV || c == BATON__COLL_REDUCE_SCATTERV) {
+        size_t sum = 0;
+        for (int r = 0; r < n; r++)
+          sum += vcounts[r];
+        baton__sim_call_t call = {.coll = (baton__coll_t)c,
+                                  .algo = &algos[a],
+                                  .size = n,
+                                  .count = sum,
+                                  .counts = vcounts};
+        ok &= simulate(&call), runs++;
+      }
+      check(ok, "%s %s n=%d: %d calls simulated", algos[a].name, baton__coll_name((baton__coll_t)c),
+            n, runs);
     }
-#undef BAD
-  check(ok, "%s %s n=%d root %d: data flow", an, cn, n, root);
+}
+
+/* hier on ranks spread over hosts: pairs, threes, one host of three beside
+ * hosts of one, and hosts that follow a shuffled ring. */
+static void hier_hosts(int n) {
+  int host[MAX_N], order[MAX_N];
+  for (int kind = 0; kind < 4; kind++) {
+    for (int i = 0; i < n; i++)
+      order[i] = kind == 3 ? (i * 5 + 3) % n : i;
+    for (int i = 0; i < n; i++)
+      host[order[i]] = kind == 0   ? i / 2
+                       : kind == 1 ? i / 3
+                       : kind == 2 ? (i < 3 ? 0 : i - 2)
+                                   : i / 4;
+    if (kind == 3 && (n % 5 == 0))
+      continue; /* 5 i + 3 is no permutation then */
+    baton__sim_call_t call = {.coll = BATON__COLL_ALLREDUCE,
+                              .algo = baton__algo_find("hier"),
+                              .size = n,
+                              .count = (size_t)n + 1,
+                              .host = host,
+                              .order = kind == 3 ? order : NULL};
+    check(simulate(&call), "hier allreduce n=%d on host map %d", n, kind);
+  }
+}
+
+/* The bound of every builder is reached on some rank of some call (the
+ * ring's 2N is one more than it needs; not checked). */
+static void bounds_reached(int n) {
+  int nalgos;
+  const baton__algo_t *algos = baton__algos(&nalgos);
+  for (int a = 0; a < nalgos && n > 1; a++) {
+    if (!strcmp(algos[a].name, "ring"))
+      continue;
+    int most = 0;
+    for (int c = 0; c < BATON__COLL_COUNT; c++)
+      for (int root = 0; root < n && (algos[a].colls & (1u << c)); root++) {
+        baton__sim_t s;
+        baton__sim_call_t call = {
+            .coll = (baton__coll_t)c, .algo = &algos[a], .size = n, .root = root, .count = 9};
+        if (baton__sim_build(&s, &call) == 0)
+          for (int r = 0; r < n; r++)
+            most = s.sched[r].nsteps > most ? s.sched[r].nsteps : most;
+        baton__sim_free(&s);
+      }
+    check(most == algos[a].max_steps(n) && most <= baton__max_steps(n),
+          "%s n=%d: at most %d steps, but max_steps says %d", algos[a].name, n, most,
+          algos[a].max_steps(n));
+  }
+}
+
+/* ---------------------------------------------------- beyond 4096 ranks */
+
+static void large(void) {
+  int n = 5000, *host = malloc((size_t)n * sizeof *host);
+  for (int r = 0; r < n; r++)
+    host[r] = r / 4;
+  baton__sim_call_t call = {.coll = BATON__COLL_ALLREDUCE,
+                            .algo = baton__algo_find("hier"),
+                            .size = n,
+                            .count = 7919,
+                            .host = host};
+  check(simulate(&call), "hier allreduce n=5000 on hosts of 4");
+  call = (baton__sim_call_t){
+      .coll = BATON__COLL_ALLREDUCE, .algo = baton__algo_find("ring"), .size = n, .count = 7919};
+  check(simulate(&call), "ring allreduce n=5000");
+  free(host);
+}
+
+/* -------------------------------------- broken schedules, one per class */
+
+/* The call, built; alter() breaks it; the simulator must name `want`. */
+static void broken(const char *what, baton__coll_t coll, const char *algo, int n, int root,
+                   void (*alter)(baton__sim_t *), baton__sim_err_t want) {
+  baton__sim_t s;
+  int built = sim_of(&s, coll, algo, n, 10, root) == 0;
+  if (built && alter)
+    alter(&s);
+  int rc = built ? baton__sim_run(&s) : -1;
+  check(rc != 0 && (s.found & (1u << want)) && s.nerrors > 0 && s.errors[0][0],
+        "broken schedule (%s) not caught as class %d: found %#x, first error \"%s\"", what, want,
+        s.found, s.nerrors ? s.errors[0] : "");
+  baton__sim_free(&s);
+}
+
+static baton__step_t *step(baton__sim_t *s, int r, int i) { return &s->sched[r].steps[i]; }
+
+static void to_self(baton__sim_t *s) { step(s, 0, 0)->send_peer = 0; }
+static void two_passed(baton__sim_t *s) { step(s, 0, 1)->n = 2; }
+static void too_many(baton__sim_t *s) {
+  for (int i = 0; i < 3; i++) /* ring allreduce on 4: 7 steps, max 8 */
+    *step(s, 1, s->sched[1].nsteps++) = *step(s, 1, 0);
+}
+static void back_in_time(baton__sim_t *s) { step(s, 2, 1)->phase = BATON__PHASE_FOLD; }
+static void mailbox_in_ring(baton__sim_t *s) {
+  step(s, 0, 1)->kind = BATON__STEP_MAILBOX_PUT; /* ring allgather: the copy */
+}
+static void send_from_empty(baton__sim_t *s) { step(s, 0, 0)->src = BATON__FROM_WORK; }
+static void wrong_chunk(baton__sim_t *s) { step(s, 1, 1)->chunk = (step(s, 1, 1)->chunk + 1) % 4; }
+static void twice(baton__sim_t *s) { /* naive allreduce: the result added to the own input */
+  step(s, 1, 1)->kind = BATON__STEP_RECV_REDUCE;
+  step(s, 1, 1)->src = BATON__FROM_INPUT;
+}
+static void mixes(baton__sim_t *s) {
+  step(s, 0, 2)->kind = BATON__STEP_RECV_REDUCE; /* pairwise: block from 1 onto chunk 1's */
+  step(s, 0, 2)->src = BATON__FROM_INPUT;
+}
+static void early_finish(baton__sim_t *s) { step(s, 0, 1)->finish = 1; }
+static void never_sent(baton__sim_t *s) {
+  step(s, 0, 0)->kind = BATON__STEP_COPY; /* naive broadcast: the first send */
+  step(s, 0, 0)->send_peer = -1;
+}
+static void never_received(baton__sim_t *s) { /* ring allgather: 5 of 8 steps on 4 ranks */
+  baton__step_t *st = step(s, 0, s->sched[0].nsteps++);
+  *st = *step(s, 0, 0);
+  st->phase = BATON__PHASE_BROADCAST;
+}
+static void overwrites(baton__sim_t *s) { /* ring allgather on 2: send, copy, recv-copy */
+  baton__step_t send = *step(s, 0, 0), copy = *step(s, 0, 1), recv = *step(s, 0, 2);
+  send.src = BATON__FROM_WORK;
+  *step(s, 0, 0) = copy, *step(s, 0, 1) = send, *step(s, 0, 2) = copy, *step(s, 0, 3) = recv;
+  s->sched[0].nsteps = 4;
+}
+static void reads_clobbered(baton__sim_t *s) { step(s, 0, 1)->src = BATON__FROM_INPUT; }
+static void drops_copy(baton__sim_t *s) { s->sched[0].nsteps--; } /* tree broadcast root */
+
+static void broken_schedules(void) {
+  static const struct {
+    const char *what;
+    baton__coll_t coll;
+    const char *algo;
+    int n;
+    void (*alter)(baton__sim_t *);
+    baton__sim_err_t want;
+  } cases[] = {
+      {"send to self", BATON__COLL_ALLREDUCE, "ring", 4, to_self, BATON__SIM_E_STEP},
+      {"recv_reduce_send of 2 chunks", BATON__COLL_ALLREDUCE, "ring", 4, two_passed,
+       BATON__SIM_E_STEP},
+      {"more steps than max_steps", BATON__COLL_ALLREDUCE, "ring", 4, too_many, BATON__SIM_E_STEPS},
+      {"rounds out of order", BATON__COLL_ALLREDUCE, "ring", 4, back_in_time, BATON__SIM_E_ORDER},
+      {"mailbox step in the ring", BATON__COLL_ALLGATHER, "ring", 4, mailbox_in_ring,
+       BATON__SIM_E_MAILBOX},
+      {"send from empty WORK", BATON__COLL_ALLREDUCE, "ring", 4, send_from_empty,
+       BATON__SIM_E_EMPTY},
+      {"receive of another chunk", BATON__COLL_ALLREDUCE, "ring", 4, wrong_chunk, BATON__SIM_E_RUN},
+      {"own input added twice", BATON__COLL_ALLREDUCE, "naive", 2, twice, BATON__SIM_E_TWICE},
+      {"blocks of two chunks combined", BATON__COLL_ALLTOALL, "pairwise", 4, mixes,
+       BATON__SIM_E_MIX},
+      {"finish on a partial sum", BATON__COLL_ALLREDUCE, "ring", 4, early_finish,
+       BATON__SIM_E_FINISH},
+      {"a receive nothing sends", BATON__COLL_BROADCAST, "naive", 3, never_sent,
+       BATON__SIM_E_NO_MESSAGE},
+      {"a send nobody receives", BATON__COLL_ALLGATHER, "ring", 4, never_received,
+       BATON__SIM_E_UNRECEIVED},
+      {"sent WORK overwritten", BATON__COLL_ALLGATHER, "ring", 2, overwrites,
+       BATON__SIM_E_OVERWRITE},
+      {"INPUT read after it was written in place", BATON__COLL_ALLREDUCE, "naive", 2,
+       reads_clobbered, BATON__SIM_E_INPUT},
+      {"the root's copy left out", BATON__COLL_BROADCAST, "tree", 2, drops_copy,
+       BATON__SIM_E_RESULT},
+      {"an algorithm that does not serve the call", BATON__COLL_ALLREDUCE, "pairwise", 4, NULL,
+       BATON__SIM_E_BUILD},
+  };
+  unsigned classes = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    broken(cases[i].what, cases[i].coll, cases[i].algo, cases[i].n, 0, cases[i].alter,
+           cases[i].want);
+    classes |= 1u << cases[i].want;
+  }
+  check(classes == (1u << BATON__SIM_E_COUNT) - 1, "a broken schedule for every class of error");
 }
 
 /* --------------------------------------------------- chunks, uneven counts */
@@ -388,67 +372,49 @@ static void layout(int n, size_t count) {
         "n=%d count %zu: chunks do not tile the buffer evenly", n, count);
   /* Ring allreduce: rank r sends every chunk but its own in reduce-scatter
    * and every chunk but r+1's in allgather. */
-  static all_t A;
-  build_all(&A, BATON__COLL_ALLREDUCE, baton__algo_find("ring"), n, count, 0);
+  baton__sim_t s;
+  sim_of(&s, BATON__COLL_ALLREDUCE, "ring", n, count, 0);
   for (int r = 0; r < n && n > 1; r++) {
     size_t sent = 0;
-    for (int i = 0; i < A.s[r].nsteps; i++)
-      sent += baton__chunk_len(count, n, A.s[r].steps[i].send_chunk);
+    for (int i = 0; i < s.sched[r].nsteps; i++)
+      if (baton__step_does(s.sched[r].steps[i].kind) & BATON__DOES_SEND)
+        sent += baton__chunk_len(count, n, s.sched[r].steps[i].chunk);
     size_t want =
         2 * count - baton__chunk_len(count, n, r) - baton__chunk_len(count, n, mod(r + 1, n));
     check(sent == want, "ring allreduce n=%d count %zu: rank %d sends %zu elements, want %zu", n,
           count, r, sent, want);
   }
-}
-
-static int rooted(baton__coll_t c) {
-  return c == BATON__COLL_BROADCAST || c == BATON__COLL_REDUCE || c == BATON__COLL_GATHER ||
-         c == BATON__COLL_SCATTER;
+  baton__sim_free(&s);
 }
 
 int main(void) {
-  int nalgos;
-  const baton__algo_t *algos = baton__algos(&nalgos);
   for (int n = 1; n <= MAX_N; n++) {
     for (int c = 0; c <= BATON__COLL_ALLGATHER; c++)
       ring_against_statement((baton__coll_t)c, n);
-    for (int root = 0; root<n; root += n> 4 ? 3 : 1)
+    for (int root = 0; root < n; root++)
       chain_against_statement(n, root);
-    for (int c = 0; c < BATON__COLL_BARRIER; c++)
-      for (int a = 0; a < nalgos; a++) {
-        /* flat is not run by the executor: it reads the peers' mailboxes. */
-        if (strcmp(algos[a].name, "flat") == 0)
-          continue;
-        for (int root = 0; root < n && (algos[a].colls & (1u << c)); root += n > 4 ? 3 : 1) {
-          simulate((baton__coll_t)c, &algos[a], n, root);
-          if (!rooted((baton__coll_t)c))
-            break;
-        }
-      }
-    /* Ranks on hosts: pairs, threes, and one host of three beside hosts
-     * of one; hosts follow the ring (0, 1, ..., N-1) as the library's do. */
-    for (int kind = 0; kind < 3; kind++) {
-      int host[MAX_N];
-      for (int r = 0; r < n; r++)
-        host[r] = kind == 0 ? r / 2 : kind == 1 ? r / 3 : r < 3 ? 0 : r - 2;
-      sim_host = host;
-      simulate(BATON__COLL_ALLREDUCE, baton__algo_find("hier"), n, 0);
-      sim_host = NULL;
-    }
+    every_call(n);
+    hier_hosts(n);
+    bounds_reached(n);
     size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 7 * (size_t)n + 3, 1000003};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
       layout(n, counts[i]);
   }
+  broken_schedules();
+  large();
   /* Bad arguments are refused, not drawn. */
-  static all_t A;
-  A.s[0].steps = A.steps[0];
+  baton__step_t steps[64];
+  baton__sched_t s = {.steps = steps, .cap = 64};
   const baton__algo_t *ring = baton__algo_find("ring");
-  check(baton__schedule_for(&A.s[0], BATON__COLL_ALLREDUCE, ring, 4, 4, 1, 0) == -1,
-        "rank 4 of 4 refused");
-  check(baton__schedule_for(&A.s[0], BATON__COLL_COUNT, ring, 0, 4, 1, 0) == -1,
-        "unknown collective refused");
-  check(baton__schedule_for(&A.s[0], BATON__COLL_BROADCAST, ring, 0, 4, 1, 4) == -1,
-        "root 4 of 4 refused");
+  baton__build_t b = {.coll = BATON__COLL_ALLREDUCE, .rank = 4, .size = 4, .count = 1};
+  check(baton__schedule_build(&s, ring, &b) == -1, "rank 4 of 4 refused");
+  b = (baton__build_t){.coll = BATON__COLL_COUNT, .size = 4, .count = 1};
+  check(baton__schedule_build(&s, ring, &b) == -1, "unknown collective refused");
+  b = (baton__build_t){.coll = BATON__COLL_BROADCAST, .size = 4, .count = 1, .root = 4};
+  check(baton__schedule_build(&s, ring, &b) == -1, "root 4 of 4 refused");
+  s.cap = 2;
+  b = (baton__build_t){.coll = BATON__COLL_ALLREDUCE, .size = 4, .count = 1};
+  check(baton__schedule_build(&s, ring, &b) == -1, "a schedule without room refused");
   check(baton__algo_find("no-such-algo") == NULL, "unknown algorithm not found");
   check(baton__coll_find("allgather") == BATON__COLL_ALLGATHER, "collective by name");
   printf("%d passed, %d failed\n", passed, failed);

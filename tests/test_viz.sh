@@ -15,10 +15,15 @@
 #  - The ring at N = 4 draws exactly N-1 panels per phase, N arrows in each,
 #    labelled with the chunks of the textbook ring: receiving rank r gets
 #    chunk r-s-2 (reduce-scatter step s) or r-s-1 (allgather step s) mod N.
+#  - flat is drawn from the schedule the library runs: one round in which
+#    every rank puts its input in its mailbox and reads the others'.
+#  - A hand-written trace of a 2-rank ring allreduce (one line a step, the
+#    format of docs/trace.md) renders; the same with one step's kind
+#    changed is refused, naming the step.
 #  - A traced 4-rank run (test_trace under baton-run with BATON_TRACE), and
-#    one per algorithm forced with BATON_ALGO at N = 5, renders with
-#    --trace, well-formed, to the same panels and labels as the schedule
-#    drawn offline for the same call.
+#    one per algorithm forced with BATON_ALGO at N = 5 (flat included),
+#    renders with --trace, well-formed, to the same panels and labels as
+#    the schedule drawn offline for the same call.
 #  - baton-model lists, for a collective, exactly the algorithms that serve
 #    it; --measure at N = 2 and 3 gives each allreduce algorithm a measured
 #    time or a reason from its traits (hier on one host); --list-algorithms
@@ -160,6 +165,36 @@ else
   skip "the rhd checks: no rhd in baton-viz --list"
 fi
 
+# flat: the mailbox rendezvous as the library runs it, one round: an
+# allgather on 4 ranks reads 3 mailboxes on every rank, a broadcast only
+# the root's.
+"$VIZ" -c allgather -a flat -n 4 -o "$tmp/flat.svg"
+check "flat allgather n=4: one round, then the result" \
+  test "$(grep -o "class='ttl'[^>]*>[^<]*" "$tmp/flat.svg" | sed 's/.*>//' | tr '\n' ';')" = \
+  "flat step 0;result: what allgather promises;"
+check "flat allgather n=4: 12 mailbox reads" \
+  test "$(grep -c "from its mailbox" "$tmp/flat.svg")" = 12
+"$VIZ" -c broadcast -a flat -n 4 --root 2 -o "$tmp/flatb.svg"
+check "flat broadcast n=4 root 2: 3 reads of rank 2's mailbox" \
+  test "$(grep -c "rank 2 to rank [013]: .* from its mailbox" "$tmp/flatb.svg")" = 3
+
+# A trace written by hand: a 2-rank ring allreduce, one line a step.
+tline() { # tline RANK PHASE STEP KIND CHUNK SRC SEND_TO RECV_FROM FINISH
+  printf '{"rank":%d,"size":2,"seq":1,"coll":"allreduce","algo":"ring","dtype":"float32","count":4,"root":-1,"host":%d,"phase":"%s","step":%d,"kind":"%s","chunk":%d,"n":1,"src":"%s","send_to":%d,"recv_from":%d,"finish":%d,"bytes":8,"t_start_us":%d,"t_end_us":%d,"rc":0}\n' \
+    "$1" "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$9" $((10 + $3)) $((12 + $3))
+}
+for r in 0 1; do
+  o=$((1 - r))
+  { tline $r reduce_scatter 0 send $o input $o -1 0
+    tline $r reduce_scatter 0 recv_reduce_copy_send $r input $o $o 1
+    tline $r allgather 0 recv_copy $o none -1 $o 0; } >"$tmp/hand.$r"
+done
+check "a hand-written ring trace renders" \
+  sh -c "'$VIZ' --trace '$tmp/hand.%r' -o '$tmp/hand.svg' && grep -q 'slowest: rank' '$tmp/hand.svg'"
+sed 's/recv_reduce_copy_send/recv_reduce_send/' "$tmp/hand.1" >"$tmp/kind.1"
+cp "$tmp/hand.0" "$tmp/kind.0"
+bad "rank 1, collective 1: the trace's step 1 (recv_reduce_send" "$VIZ" --trace "$tmp/kind.%r"
+
 # Real runs, traced, drawn with --trace: the same picture as the schedule
 # drawn offline for the same call (what ran is read from the trace).
 # test_trace makes 11 calls and a barrier (seq 1..12; the calls it makes
@@ -193,7 +228,7 @@ traced() { # traced N LABEL [ENV...]
   check "$label --trace page" sh -c "'$VIZ' --trace '$dir/trace.%r' -o '$dir/traced.html' && xmllint --noout '$dir/traced.html'"
 }
 traced 4 default
-for algo in $("$VIZ" --list | awk '$2 != "ring" && $2 != "flat" {print $2}' | sort -u); do
+for algo in $("$VIZ" --list | awk '$2 != "ring" {print $2}' | sort -u); do
   traced 5 "$algo" BATON_ALGO="$algo"
 done
 
@@ -207,7 +242,7 @@ bad "nothing to draw" "$VIZ" -c barrier -n 4
 bad "nothere" "$VIZ" --trace "$tmp/nothere.%r"
 echo '{"seq":1,"rank":0' >"$tmp/broken.0"
 bad "broken.0" "$VIZ" --trace "$tmp/broken.%r"
-echo '{"seq":1,"rank":0,"size":2,"coll":"allreduce","algo":"ring","dtype":"float32","count":4,"root":-1,"host":5,"phase":"reduce_scatter","step":0,"send_to":1,"send_chunk":1,"recv_from":1,"recv_chunk":0,"t_start_us":1,"t_end_us":2}' >"$tmp/host.0"
+echo '{"seq":1,"rank":0,"size":2,"coll":"allreduce","algo":"ring","dtype":"float32","count":4,"root":-1,"host":5,"phase":"reduce_scatter","step":0,"kind":"send","chunk":1,"n":1,"src":"input","send_to":1,"recv_from":-1,"finish":0,"bytes":8,"t_start_us":1,"t_end_us":2,"rc":0}' >"$tmp/host.0"
 bad "host 5 is not a host of 2 ranks" "$VIZ" --trace "$tmp/host.%r"
 printf 'not json at all\n' >"$tmp/junk.0"
 bad "junk.0" "$VIZ" --trace "$tmp/junk.%r"

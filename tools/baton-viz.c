@@ -4,18 +4,21 @@
  *   baton-viz --coll allreduce --algo ring -n 4 [--count K] [-o ring4.svg]
  *   baton-viz --trace 'trace.%r' [--seq S] -o run.html
  *
- * The steps come from the library itself (baton__schedule_for(), the table
- * in src/algo.c), so the picture is the schedule that runs, for any
- * algorithm in that table; viz_sim.h runs them on all ranks at once. One
- * panel per step: the ranks as nodes (on a ring, or as the tree the
+ * The steps come from the library itself (baton__schedule_build(), the
+ * table in src/algo.c), so the picture is the schedule that runs, for any
+ * algorithm in that table, flat's mailbox steps included; the library's
+ * simulator (src/sim.h) runs them on all ranks at once and checks them.
+ * One panel per round: the ranks as nodes (on a ring, or as the tree the
  * transfers make when the table's layout says "tree"), an arrow for every
- * message labelled with its run of chunks (dashed when it comes from the
- * sender's INPUT), and in every rank its WORK as a bar of chunks coloured
+ * message or mailbox read labelled with its run of chunks (dashed when it
+ * comes from the sender's INPUT), and in every rank its WORK as a bar of
+ * chunks coloured
  * by how many ranks' contributions each holds before the step, over a
  * strip for its INPUT; a last panel shows the result and whether it is
  * what the collective promises (exit 1 when not). With --trace the
  * collective is a real run's (BATON_TRACE, see docs/trace.md): its
- * schedule is checked against the trace, and each panel gives every rank's
+ * schedule is checked against the trace, step by step (kind, run, peers,
+ * src, finish), and each panel gives every rank's
  * measured step time, the slowest in red, under a timeline of all steps of
  * all ranks. docs/diagrams.md says how to read one.
  *
@@ -23,8 +26,8 @@
  * one step at a time with a slider.
  *
  * A new algorithm needs nothing here. A new collective needs its name in
- * baton__coll_name() and, in viz_sim.h, what each rank's INPUT holds
- * (sim_input) and what the collective promises (sim_promise).
+ * baton__coll_name(), its row of baton__layout_fill() and, in src/sim.c,
+ * what it promises (promise()).
  */
 #include <getopt.h>
 #include <math.h>
@@ -34,12 +37,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schedule.h"
+#include "sim.h"
 
-#include "viz_sim.h"
+#define MAX_N 64 /* ranks a drawing holds */
+
+/* A rank's measured time in each panel, from a trace; < 0: none. */
+typedef struct {
+  double t0[MAX_N], t1[MAX_N];
+} times_t;
 
 typedef struct {
-  sim_t s; /* the collective, the algorithm and the simulated panels */
+  baton__sim_call_t call; /* the collective and the algorithm */
+  baton__sim_t s;         /* its schedules, simulated into panels */
+  int host[MAX_N];        /* per rank its host's index (hier), when has_hosts */
+  int has_hosts;
+  char bad[400]; /* why the result is not what the collective promises */
+  times_t *tm;   /* [panel] */
   int tree, html;
   size_t counts[MAX_N]; /* the v-variants' count per rank, when given */
   int has_counts;
@@ -63,11 +76,37 @@ static void die(const char *fmt, ...) {
   exit(2);
 }
 
-static void *xcalloc(size_t n, size_t size) { return sim_alloc(n, size); }
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p)
+    die("out of memory");
+  return p;
+}
 
-static int reduces(const viz_t *v) { return sim_reduces(v->s.coll); }
+static int reduces(const viz_t *v) { return baton__sim_reduces(v->call.coll); }
 
-static int drawn(const viz_t *v, int c) { return sim_drawn(&v->s, c); }
+static int drawn(const viz_t *v, int c) { return baton__sim_chunk_used(&v->call, c); }
+
+static const times_t *times(const viz_t *v, const baton__sim_panel_t *p) {
+  return &v->tm[p - v->s.panels];
+}
+
+/* Builds and runs every rank's schedule into panels; the result's faults,
+ * when it has any, in v->bad. A schedule the library cannot build is
+ * fatal. */
+static void simulate(viz_t *v) {
+  v->call.host = v->has_hosts ? v->host : NULL;
+  v->call.panels = 1;
+  if (baton__sim_build(&v->s, &v->call) != 0)
+    die("%s", v->s.errors[0]);
+  if (baton__sim_run(&v->s) != 0)
+    snprintf(v->bad, sizeof v->bad, "%s%s", v->s.errors[0],
+             v->s.nerrors > 1 ? " (and more; the first is shown)" : "");
+  v->tm = xcalloc((size_t)v->s.npanels, sizeof *v->tm);
+  for (int i = 0; i < v->s.npanels; i++)
+    for (int r = 0; r < MAX_N; r++)
+      v->tm[i].t0[r] = v->tm[i].t1[r] = -1;
+}
 
 /* "3,5,7": n numbers separated by commas, into out[]; returns their sum. */
 static size_t parse_list(int n, const char *list, const char *what, const char *unit, size_t *out) {
@@ -88,20 +127,21 @@ static size_t parse_list(int n, const char *list, const char *what, const char *
 /* The count of every rank of a v-variant; their sum is the call's count,
  * as the library passes it to the schedule. */
 static void parse_counts(viz_t *v, const char *list, const char *what) {
-  v->s.count = parse_list(v->s.n, list, what, "counts", v->counts);
+  v->call.count = parse_list(v->call.size, list, what, "counts", v->counts);
+  v->call.counts = v->counts;
   v->has_counts = 1;
 }
 
 /* The host of every rank, numbered from 0 along the ring (hier). */
 static void parse_hosts(viz_t *v, const char *list) {
   size_t h[MAX_N];
-  parse_list(v->s.n, list, "--hosts", "host numbers", h);
-  for (int r = 0; r < v->s.n; r++) {
-    if (h[r] >= (size_t)v->s.n)
-      die("--hosts \"%s\": host %zu of rank %d is not below %d", list, h[r], r, v->s.n);
-    v->s.host[r] = (int)h[r];
+  parse_list(v->call.size, list, "--hosts", "host numbers", h);
+  for (int r = 0; r < v->call.size; r++) {
+    if (h[r] >= (size_t)v->call.size)
+      die("--hosts \"%s\": host %zu of rank %d is not below %d", list, h[r], r, v->call.size);
+    v->host[r] = (int)h[r];
   }
-  v->s.has_hosts = 1;
+  v->has_hosts = 1;
 }
 
 /* ------------------------------------------------------------ the trace */
@@ -121,11 +161,6 @@ static double num(const char *line, const char *key, const char *where) {
   if (!f || end == f)
     die("%s: no number \"%s\" in: %.120s", where, key, line);
   return d;
-}
-
-/* A number that older traces may lack. */
-static double opt_num(const char *line, const char *key, double dflt, const char *where) {
-  return field(line, key) ? num(line, key, where) : dflt;
 }
 
 static void str(const char *line, const char *key, char *out, size_t cap, const char *where) {
@@ -152,9 +187,10 @@ static FILE *open_rank(const char *pattern, int rank, char *path, size_t cap) {
   return fopen(path, "r");
 }
 
+/* One line of a trace: one step (docs/trace.md). */
 typedef struct {
-  char phase[32];
-  int step, send_to, send_chunk, send_n, recv_from, recv_chunk, recv_n;
+  char phase[32], kind[32], src[8];
+  int step, chunk, n, send_to, recv_from, finish;
   double t0, t1;
 } rec_t;
 
@@ -176,38 +212,39 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
     if (seq != (v->seq ? v->seq : best))
       continue;
     if (rank == 0)
-      v->s.n = (int)num(line, "size", where);
+      v->call.size = (int)num(line, "size", where);
     if (n == cap)
       die("%s: more steps in collective %llu than the schedule could have", where, seq);
     rec_t *r = &out[n++];
     str(line, "coll", coll, 32, where);
     str(line, "algo", algo, 32, where);
     str(line, "phase", r->phase, sizeof r->phase, where);
+    str(line, "kind", r->kind, sizeof r->kind, where);
+    str(line, "src", r->src, sizeof r->src, where);
     str(line, "dtype", v->dtype, sizeof v->dtype, where);
     if (rank == 0) {
-      v->s.count = (size_t)num(line, "count", where);
+      v->call.count = (size_t)num(line, "count", where);
       if (field(line, "counts")) { /* a v-variant: every rank's count */
         char list[16 * MAX_N];
         str(line, "counts", list, sizeof list, where);
         parse_counts(v, list, where);
       }
-      v->s.root = (int)num(line, "root", where);
-      v->s.root = v->s.root < 0 ? 0 : v->s.root; /* -1: the collective has no root */
+      v->call.root = (int)num(line, "root", where);
+      v->call.root = v->call.root < 0 ? 0 : v->call.root; /* -1: the collective has no root */
     }
     r->step = (int)num(line, "step", where);
     if (field(line, "host")) {
       double h = num(line, "host", where);
-      if (h < 0 || h >= v->s.n || h >= MAX_N)
-        die("%s: host %g is not a host of %d ranks", where, h, v->s.n);
-      v->s.host[rank] = (int)h;
-      v->s.has_hosts |= v->s.host[rank] != rank;
+      if (h < 0 || h >= v->call.size || h >= MAX_N)
+        die("%s: host %g is not a host of %d ranks", where, h, v->call.size);
+      v->host[rank] = (int)h;
+      v->has_hosts |= v->host[rank] != rank;
     }
+    r->chunk = (int)num(line, "chunk", where);
+    r->n = (int)num(line, "n", where);
     r->send_to = (int)num(line, "send_to", where);
-    r->send_chunk = (int)num(line, "send_chunk", where);
     r->recv_from = (int)num(line, "recv_from", where);
-    r->recv_chunk = (int)num(line, "recv_chunk", where);
-    r->send_n = (int)opt_num(line, "send_n", 1, where);
-    r->recv_n = (int)opt_num(line, "recv_n", 1, where);
+    r->finish = (int)num(line, "finish", where);
     r->t0 = num(line, "t_start_us", where) * 1e-6;
     r->t1 = num(line, "t_end_us", where) * 1e-6;
     if ((int)num(line, "rank", where) != rank)
@@ -224,79 +261,71 @@ static int read_rank(viz_t *v, int rank, rec_t *out, int cap, char *coll, char *
   return n;
 }
 
-/* Is the record the step st of the schedule? A record that names no peer
- * (flat) stands for all the schedule's transfers of its step. */
+/* Is the record the step st of the schedule? Every field the trace has
+ * for it; src only where the kind reads it, recv_from -1 for a
+ * mailbox_reduce (every rank's mailbox). */
 static int same_step(const rec_t *r, const baton__step_t *st) {
-  if (strcmp(r->phase, baton__phase_name((baton__phase_t)st->phase)) || r->step != st->step)
-    return 0;
-  if (r->send_to < 0 && r->recv_from < 0 && r->send_chunk < 0)
-    return 1;
-  /* A trace without runs (send_n, recv_n) has only runs of one chunk. */
-  return r->send_to == st->send_peer && r->recv_from == st->recv_peer &&
-         (r->send_chunk < 0 || (r->send_chunk == st->send_chunk && r->send_n == st->send_n)) &&
-         (r->recv_from < 0 || (r->recv_chunk == st->recv_chunk && r->recv_n == st->recv_n));
+  unsigned does = baton__step_does(st->kind);
+  int reads_src = st->kind == BATON__STEP_SEND || (does & BATON__DOES_REDUCE && st->recv_peer >= 0);
+  const char *src = st->src == BATON__FROM_WORK ? "work" : "input";
+  return !strcmp(r->phase, baton__phase_name((baton__phase_t)st->phase)) && r->step == st->step &&
+         !strcmp(r->kind, baton__kinds[st->kind].name) && r->chunk == st->chunk && r->n == st->n &&
+         r->send_to == st->send_peer && r->recv_from == st->recv_peer && r->finish == st->finish &&
+         (!reads_src || !strcmp(r->src, src));
 }
 
-/* Reads every rank's lines of one collective, checks them against the
- * schedule the library gives for it, and puts the times on the panels. */
+/* Reads every rank's lines of one collective, checks them, one by one,
+ * against the steps of the schedule the library builds for the same call,
+ * and puts the times on the panels the steps ran in. */
 static void load_trace(viz_t *v) {
   char coll[32], algo[32], c2[32], a2[32];
-  int cap = 16 * MAX_N;
+  int cap = baton__max_steps(MAX_N) + 8;
   rec_t *rec = xcalloc((size_t)cap, sizeof *rec);
   read_rank(v, 0, rec, cap, coll, algo);
-  if (v->s.n < 1 || v->s.n > MAX_N)
-    die("the trace is of %d ranks; baton-viz draws 1..%d", v->s.n, MAX_N);
-  if ((v->s.coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
+  if (v->call.size < 1 || v->call.size > MAX_N)
+    die("the trace is of %d ranks; baton-viz draws 1..%d", v->call.size, MAX_N);
+  if ((v->call.coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
     die("collective \"%s\" of the trace is not one this baton knows", coll);
-  if (!(v->s.algo = baton__algo_find(algo)))
+  if (!(v->call.algo = baton__algo_find(algo)))
     die("algorithm \"%s\" of the trace is not one this baton knows", algo);
-  if (v->s.root >= v->s.n)
-    die("the trace's root %d is not a rank of its %d", v->s.root, v->s.n);
-  for (int r = 1; r < v->s.n; r++) /* every rank's host, before the schedules are built */
+  if (v->call.root >= v->call.size)
+    die("the trace's root %d is not a rank of its %d", v->call.root, v->call.size);
+  for (int r = 1; r < v->call.size; r++) /* every rank's host, before the schedules are built */
     read_rank(v, r, rec, cap, c2, a2);
-  if (simulate(&v->s) != 0)
-    fprintf(stderr, "baton-viz: warning: %s\n", v->s.bad);
-  baton__step_t *steps = xcalloc((size_t)v->s.algo->max_steps(v->s.n), sizeof *steps);
+  simulate(v);
   double tmin = 1e300, tmax = -1e300;
-  for (int r = 0; r < v->s.n; r++) {
+  for (int r = 0; r < v->call.size; r++) {
     int nrec = read_rank(v, r, rec, cap, c2, a2);
-    baton__sched_t s = {.steps = steps, .host = v->s.has_hosts ? v->s.host : NULL};
-    if (baton__schedule_for(&s, v->s.coll, v->s.algo, r, v->s.n, v->s.count, v->s.root) != 0)
-      die("%s does not do %s", algo, coll);
+    const baton__sched_t *s = &v->s.sched[r];
     if (strcmp(c2, coll) || strcmp(a2, algo))
       die("collective %llu is %s/%s on rank 0 but %s/%s on rank %d", v->seq, coll, algo, c2, a2, r);
-    for (int i = 0, j = 0; i < nrec; i++) {
-      while (j < s.nsteps && !same_step(&rec[i], &s.steps[j]))
-        j++;
-      if (j == s.nsteps)
-        die("rank %d, collective %llu: the trace's %s step %d (send c%d to %d, receive c%d "
-            "from %d) is not in the schedule of %s %s; was the trace written by another "
+    for (int i = 0; i < nrec; i++) {
+      if (i >= s->nsteps || !same_step(&rec[i], &s->steps[i]))
+        die("rank %d, collective %llu: the trace's step %d (%s %s round %d, chunks %d+%d, to %d, "
+            "from %d) is not step %d of the schedule of %s %s; was the trace written by another "
             "version of baton?",
-            r, v->seq, rec[i].phase, rec[i].step, rec[i].send_chunk, rec[i].send_to,
-            rec[i].recv_chunk, rec[i].recv_from, algo, coll);
-      /* A flat line stands for every step of its key. */
-      for (int k = j; k < s.nsteps && same_step(&rec[i], &s.steps[k]); k++) {
-        panel_t *p = &v->s.p[v->s.panel_of[r * v->s.cap + k]];
-        if (p->t0[r] < 0 || rec[i].t0 < p->t0[r])
-          p->t0[r] = rec[i].t0;
-        p->t1[r] = rec[i].t1 > p->t1[r] ? rec[i].t1 : p->t1[r];
-        if (rec[i].send_to >= 0 || rec[i].recv_from >= 0 || rec[i].send_chunk >= 0)
-          break;
+            r, v->seq, i, rec[i].kind, rec[i].phase, rec[i].step, rec[i].chunk, rec[i].n,
+            rec[i].send_to, rec[i].recv_from, i, algo, coll);
+      int pi = v->s.panel_of[r * v->s.cap + i];
+      if (pi >= 0) {
+        times_t *t = &v->tm[pi];
+        if (t->t0[r] < 0 || rec[i].t0 < t->t0[r])
+          t->t0[r] = rec[i].t0;
+        t->t1[r] = rec[i].t1 > t->t1[r] ? rec[i].t1 : t->t1[r];
       }
       tmin = rec[i].t0 >= 0 && rec[i].t0 < tmin ? rec[i].t0 : tmin;
       tmax = rec[i].t1 > tmax ? rec[i].t1 : tmax;
     }
   }
-  for (int p = 0; p < v->s.np; p++)
-    for (int r = 0; r < v->s.n; r++) {
-      panel_t *pp = &v->s.p[p];
-      if (pp->t0[r] < 0 || pp->t1[r] < 0)
-        pp->t0[r] = pp->t1[r] = -1; /* not run, or a failed collective */
+  for (int p = 0; p < v->s.npanels; p++)
+    for (int r = 0; r < v->call.size; r++) {
+      times_t *t = &v->tm[p];
+      if (t->t0[r] < 0 || t->t1[r] < 0)
+        t->t0[r] = t->t1[r] = -1; /* not run, or a failed collective */
       else
-        pp->t0[r] -= tmin, pp->t1[r] -= tmin;
+        t->t0[r] -= tmin, t->t1[r] -= tmin;
     }
   v->span = tmax - tmin;
-  free(steps);
   free(rec);
 }
 
@@ -333,13 +362,13 @@ static void cell_colour(double f, char *out) {
 static size_t chunk_len(const viz_t *v, int c) {
   if (v->has_counts)
     return v->counts[c];
-  if (v->s.coll == BATON__COLL_ALLREDUCE)
-    return baton__chunk_len(v->s.count, v->s.n, c);
-  return drawn(v, c) ? v->s.count : 0;
+  if (v->call.coll == BATON__COLL_ALLREDUCE)
+    return baton__chunk_len(v->call.count, v->call.size, c);
+  return drawn(v, c) ? v->call.count : 0;
 }
 
 static int uneven(const viz_t *v) {
-  for (int c = 1; c < v->s.n && v->s.count; c++)
+  for (int c = 1; c < v->call.size && v->call.count; c++)
     if (drawn(v, c) && chunk_len(v, c) != chunk_len(v, 0))
       return 1;
   return 0;
@@ -352,7 +381,7 @@ static int uneven(const viz_t *v) {
  * children: the edges of a binomial tree or a star never cross. */
 static int tree_place(viz_t *v, const int *parent, int q, int level, int *slot, double *x) {
   int first = -1, last = -1;
-  for (int c = 0; c < v->s.n; c++)
+  for (int c = 0; c < v->call.size; c++)
     if (parent[c] == q && c != q) {
       int k = tree_place(v, parent, c, level + 1, slot, x);
       first = first < 0 ? k : first;
@@ -364,15 +393,15 @@ static int tree_place(viz_t *v, const int *parent, int q, int level, int *slot, 
 }
 
 static void tree_geometry(viz_t *v) {
-  int n = v->s.n, level[MAX_N], parent[MAX_N], slot = 0, depth = 1;
+  int n = v->call.size, level[MAX_N], parent[MAX_N], slot = 0, depth = 1;
   double x[MAX_N];
   for (int q = 0; q < n; q++)
-    level[q] = q == v->s.root ? 0 : -1, parent[q] = q == v->s.root ? q : -1;
+    level[q] = q == v->call.root ? 0 : -1, parent[q] = q == v->call.root ? q : -1;
   for (int l = 0, grew = 1; grew; l++) {
     grew = 0;
-    for (int p = 0; p < v->s.np; p++)
-      for (int i = 0; i < v->s.p[p].nx; i++) {
-        const xfer_t *t = &v->s.p[p].x[i];
+    for (int p = 0; p < v->s.npanels; p++)
+      for (int i = 0; i < v->s.panels[p].nx; i++) {
+        const baton__sim_xfer_t *t = &v->s.panels[p].x[i];
         int ends[2][2] = {{t->from, t->to}, {t->to, t->from}};
         for (int e = 0; e < 2; e++) {
           int a = ends[e][0], b = ends[e][1];
@@ -398,7 +427,7 @@ static void tree_geometry(viz_t *v) {
 }
 
 static void geometry(viz_t *v) {
-  int n = v->s.n;
+  int n = v->call.size;
   v->cw = n <= 4 ? 16 : n <= 8 ? 11 : n <= 16 ? 7 : 4;
   v->bw = fmax(52, n * v->cw + 10);
   v->bh = v->trace ? 56 : 46;
@@ -432,7 +461,7 @@ static void to_edge(const viz_t *v, int q, double tx, double ty, double *x, doub
 /* "c3", a run "c3–c5" (modulo N, so "c6–c1" wraps), "all" for every
  * chunk. */
 static void run_label(const viz_t *v, int chunk, int n, char *out, size_t cap) {
-  if (chunk == BATON__ALL_CHUNKS || (n == v->s.n && n > 1)) {
+  if (n == v->call.size && n > 1) {
     snprintf(out, cap, "all");
     return;
   }
@@ -442,17 +471,33 @@ static void run_label(const viz_t *v, int chunk, int n, char *out, size_t cap) {
     snprintf(out, cap,
              "c%d\xe2\x80\x93"
              "c%d",
-             chunk, (chunk + n - 1) % v->s.n);
+             chunk, (chunk + n - 1) % v->call.size);
 }
 
 static size_t run_elems(const viz_t *v, int chunk, int n) {
   size_t e = 0;
-  for (int i = 0; i < (chunk == BATON__ALL_CHUNKS ? v->s.n : n); i++)
-    e += chunk_len(v, chunk == BATON__ALL_CHUNKS ? i : (chunk + i) % v->s.n);
+  for (int i = 0; i < n; i++)
+    e += chunk_len(v, (chunk + i) % v->call.size);
   return e;
 }
 
-static const char *const src_names[] = {"its INPUT", "its WORK", "what it just received"};
+/* Where the sender took a message from, for an arrow's title. */
+static const char *source(const baton__sim_xfer_t *x) {
+  if (x->send_kind < 0)
+    return "its mailbox";
+  return x->src < 0                   ? "what it just received"
+         : x->src == BATON__FROM_WORK ? "its WORK"
+                                      : "its INPUT";
+}
+
+/* What the receiver does with it. */
+static const char *use(const baton__sim_xfer_t *x) {
+  if (!(baton__step_does(x->recv_kind) & BATON__DOES_REDUCE))
+    return "stores it";
+  if (x->send_kind < 0)
+    return "combines every rank's mailbox";
+  return x->with == BATON__FROM_INPUT ? "adds its INPUT" : "adds it into its WORK";
+}
 
 /* An arrow bent to the left of its direction (outwards on a ring), so that
  * the two directions between a pair of ranks do not overlap, labelled with
@@ -472,14 +517,15 @@ static int label_free(const placed_t *pl, double x0, double y0, double x1, doubl
   return 1;
 }
 
-static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, placed_t *pl) {
+static void draw_arrow(FILE *o, const viz_t *v, const baton__sim_xfer_t *x, placed_t *pl) {
   double ax = v->cx[x->from], ay = v->cy[x->from], bx = v->cx[x->to], by = v->cy[x->to];
   double dx = bx - ax, dy = by - ay, len = hypot(dx, dy), bend = fmin(0.18 * len, 40);
   double mx = (ax + bx) / 2 + dy / len * bend, my = (ay + by) / 2 - dx / len * bend;
   double sx, sy, ex, ey;
   to_edge(v, x->from, mx, my, &sx, &sy);
   to_edge(v, x->to, mx, my, &ex, &ey);
-  const char *col = x->op == BATON__RECV_REDUCE ? "#d95f02" : "#1f78b4";
+  int red = (baton__step_does(x->recv_kind) & BATON__DOES_REDUCE) != 0;
+  const char *col = red ? "#d95f02" : "#1f78b4";
   char text[96], other[40];
   run_label(v, x->schunk, x->n, text, sizeof text);
   if (x->schunk != x->rchunk) {
@@ -492,14 +538,10 @@ static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, placed_t *pl) {
   fprintf(o,
           "<path d='M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f' fill='none' stroke='%s' "
           "stroke-width='%.1f'%s marker-end='url(#%s)'><title>rank %d to rank %d: %s from %s, "
-          "with the contributions of %d rank(s); rank %d %s</title></path>\n",
-          sx, sy, mx, my, ex, ey, col, v->s.n > 8 ? 1.2 : 1.8,
-          x->src == SRC_INPUT ? " stroke-dasharray='5,3'" : "",
-          x->op == BATON__RECV_REDUCE ? "hr" : "hc", x->from, x->to, text, src_names[x->src],
-          __builtin_popcountll(x->carried), x->to,
-          x->op == BATON__RECV_COPY      ? "stores it"
-          : x->with == BATON__FROM_INPUT ? "adds its INPUT"
-                                         : "adds it into its WORK");
+          "with the contributions of %d rank(s); rank %d %s (%s)</title></path>\n",
+          sx, sy, mx, my, ex, ey, col, v->call.size > 8 ? 1.2 : 1.8,
+          x->src == BATON__FROM_INPUT ? " stroke-dasharray='5,3'" : "", red ? "hr" : "hc", x->from,
+          x->to, text, source(x), x->carried, x->to, use(x), baton__kinds[x->recv_kind].name);
   if (!pl)
     return;
   /* On the outer side of the bend, clear of the line: at the middle of
@@ -523,18 +565,19 @@ static void draw_arrow(FILE *o, const viz_t *v, const xfer_t *x, placed_t *pl) {
 /* One cell of a rank's bar: the chunk's value, coloured by how much of
  * what it needs it holds. */
 static void draw_cell(FILE *o, const viz_t *v, double x, double y, double w, double h, int q, int c,
-                      val_t val, const char *what, int sent, int passing) {
-  uint64_t nd = sim_need(&v->s, q, c);
-  int k = __builtin_popcountll(val.set & nd), all = __builtin_popcountll(nd);
+                      baton__sim_cell_t val, const char *what, int sent, int passing) {
+  int all = baton__sim_need(&v->call), k = baton__sim_val_count(val.v);
   char col[8];
-  cell_colour(val.set ? fmax((double)k / all, 0.08) : 0, col);
+  k = k < all ? k : all;
+  cell_colour(val.v ? fmax((double)k / all, 0.08) : 0, col);
   fprintf(o,
           "<rect x='%.1f' y='%.1f' width='%.1f' height='%.0f' fill='%s'%s stroke='%s' "
           "stroke-width='%s'%s><title>rank %d, chunk %d in %s: ",
           x, y, fmax(w, 1), h, col, passing ? " fill-opacity='0.45'" : "", sent ? "#000" : "#bbb",
           sent ? "1.5" : "0.5", passing ? " stroke-dasharray='2,2'" : "", q, c, what);
-  if (val.set)
-    fprintf(o, "%d of %d contributions%s", k, all, val.tag != c ? " (another rank's block)" : "");
+  if (val.v)
+    fprintf(o, "%d of %d contributions%s", k, all,
+            val.origin != c ? " (another rank's block)" : "");
   else
     fprintf(o, "nothing");
   fprintf(o, "%s%s</title></rect>\n", passing ? "; received and passed on, not stored" : "",
@@ -557,7 +600,7 @@ static void draw_input(FILE *o, double x, double y, double w, int q, int c, int 
 
 /* A rank: its WORK (output or scratch) as a bar of chunks, a chunk it
  * only passes on drawn faded, and its INPUT as a thin strip below. */
-static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slowest) {
+static void draw_node(FILE *o, const viz_t *v, const baton__sim_panel_t *p, int q, int slowest) {
   double x = v->cx[q] - v->bw / 2, y = v->cy[q] - v->bh / 2;
   fprintf(o,
           "<rect x='%.1f' y='%.1f' width='%.1f' height='%.1f' rx='5' fill='white' "
@@ -565,7 +608,7 @@ static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slow
           x, y, v->bw, v->bh, slowest ? "#d7191c" : "#444", slowest ? "2.5" : "1");
   fprintf(o, "<text x='%.1f' y='%.1f' class='rk'>rank %d</text>\n", v->cx[q], y + 14, q);
   size_t total = 0;
-  int shown = 0, n = v->s.n;
+  int shown = 0, n = v->call.size;
   for (int c = 0; c < n; c++)
     total += drawn(v, c) ? chunk_len(v, c) : 0, shown += drawn(v, c);
   double bar = shown == 1 ? v->cw * 2 : n * v->cw;
@@ -574,12 +617,13 @@ static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slow
     if (!drawn(v, c))
       continue;
     double w = total ? bar * (double)chunk_len(v, c) / (double)total : bar / shown;
-    val_t work = p->work[q * n + c];
-    int passing = !work.set && p->fwd_chunk[q] == c;
-    draw_cell(o, v, cx, y + 20, w, 12, q, c, passing ? p->fwd[q] : work, "WORK",
-              (int)(p->sent_work[q] >> c & 1), passing);
-    draw_input(o, cx, y + 35, w, q, c, v->s.input[q * n + c].set != 0,
-               (int)(p->sent_in[q] >> c & 1));
+    baton__sim_cell_t work = p->work[q * n + c];
+    int passing = !work.v && p->pass[q].origin == c && p->pass[q].v;
+    unsigned sent = p->sent[q * n + c];
+    draw_cell(o, v, cx, y + 20, w, 12, q, c, passing ? p->pass[q] : work, "WORK",
+              (sent & BATON__SIM_SENT_WORK) != 0, passing);
+    draw_input(o, cx, y + 35, w, q, c, baton__sim_has_input(&v->s, q, c),
+               (sent & BATON__SIM_SENT_INPUT) != 0);
     cx += w;
   }
   for (int i = 0, line = 0; i < p->ncp; i++) {
@@ -592,44 +636,44 @@ static void draw_node(FILE *o, const viz_t *v, const panel_t *p, int q, int slow
             "WORK</text>\n",
             v->cx[q], y + v->bh + 12 + 12 * line++, run);
   }
-  if (v->trace && p->t1[q] >= 0)
+  if (v->trace && times(v, p)->t1[q] >= 0)
     fprintf(o, "<text x='%.1f' y='%.1f' class='tm'%s>%.1f \xc2\xb5s</text>\n", v->cx[q], y + 52,
-            slowest ? " fill='#d7191c'" : "", (p->t1[q] - p->t0[q]) * 1e6);
+            slowest ? " fill='#d7191c'" : "", (times(v, p)->t1[q] - times(v, p)->t0[q]) * 1e6);
 }
 
 static void draw_panel(FILE *o, const viz_t *v, int i) {
-  const panel_t *p = &v->s.p[i];
+  const baton__sim_panel_t *p = &v->s.panels[i];
   int slow = -1;
   double worst = -1;
-  for (int q = 0; v->trace && q < v->s.n; q++)
-    if (p->t1[q] >= 0 && p->t1[q] - p->t0[q] > worst)
-      worst = p->t1[q] - p->t0[q], slow = q;
+  for (int q = 0; v->trace && q < v->call.size; q++)
+    if (times(v, p)->t1[q] >= 0 && times(v, p)->t1[q] - times(v, p)->t0[q] > worst)
+      worst = times(v, p)->t1[q] - times(v, p)->t0[q], slow = q;
   fprintf(o, "<rect width='%.0f' height='%.0f' fill='#fcfcfc' stroke='#ddd'/>\n", v->pw, v->ph);
   fprintf(o, "<text x='10' y='20' class='ttl' fill='%s'>%s", phase_colour(p->phase),
           phase_label(p->phase));
   if (p->phase >= 0)
     fprintf(o, " step %d", p->step);
-  else if (v->s.bad[0])
+  else if (v->bad[0])
     fprintf(o, ": NOT what %s promises</text><text x='10' y='36' class='sl'>%s",
-            baton__coll_name(v->s.coll), v->s.bad);
+            baton__coll_name(v->call.coll), v->bad);
   else
-    fprintf(o, ": what %s promises", baton__coll_name(v->s.coll));
+    fprintf(o, ": what %s promises", baton__coll_name(v->call.coll));
   if (slow >= 0)
     fprintf(o,
             "</text><text x='10' y='36' class='sl'>slowest: rank %d, "
             "%.1f \xc2\xb5s",
             slow, worst * 1e6);
   fprintf(o, "</text>\n");
-  int label = p->nx <= 3 * v->s.n; /* beyond that the labels only hide the arrows */
+  int label = p->nx <= 3 * v->call.size; /* beyond that the labels only hide the arrows */
   placed_t pl = {.n = 0};
-  for (int q = 0; q < v->s.n; q++) { /* the ranks' boxes: no label on them */
+  for (int q = 0; q < v->call.size; q++) { /* the ranks' boxes: no label on them */
     pl.x0[pl.n] = v->cx[q] - v->bw / 2, pl.y0[pl.n] = v->cy[q] - v->bh / 2;
     pl.x1[pl.n] = v->cx[q] + v->bw / 2, pl.y1[pl.n++] = v->cy[q] + v->bh / 2;
   }
   for (int k = 0; k < p->nx; k++)
     draw_arrow(o, v, &p->x[k], label ? &pl : NULL);
-  for (int q = 0; q < v->s.n; q++)
-    draw_node(o, v, p, q, q == slow && v->s.n > 1);
+  for (int q = 0; q < v->call.size; q++)
+    draw_node(o, v, p, q, q == slow && v->call.size > 1);
 }
 
 static const char *style =
@@ -661,18 +705,18 @@ static void xml_text(FILE *o, const char *s) {
 /* The title and the key: 76 px high. */
 static void draw_header(FILE *o, const viz_t *v) {
   fprintf(o, "<text x='10' y='22' class='hd'>%s \xc2\xb7 %s \xc2\xb7 N=%d",
-          baton__coll_name(v->s.coll), v->s.algo->name, v->s.n);
-  if (v->s.coll == BATON__COLL_BROADCAST || v->s.coll == BATON__COLL_REDUCE ||
-      v->s.coll == BATON__COLL_GATHER || v->s.coll == BATON__COLL_SCATTER || v->tree)
-    fprintf(o, " \xc2\xb7 root %d", v->s.root);
+          baton__coll_name(v->call.coll), v->call.algo->name, v->call.size);
+  if (v->call.coll == BATON__COLL_BROADCAST || v->call.coll == BATON__COLL_REDUCE ||
+      v->call.coll == BATON__COLL_GATHER || v->call.coll == BATON__COLL_SCATTER || v->tree)
+    fprintf(o, " \xc2\xb7 root %d", v->call.root);
   if (v->has_counts) {
     fprintf(o, " \xc2\xb7 counts");
-    for (int c = 0; c < v->s.n; c++)
+    for (int c = 0; c < v->call.size; c++)
       fprintf(o, "%s%zu", c ? "," : " ", v->counts[c]);
     fprintf(o, "%s%s elements", v->dtype[0] ? " " : "", v->dtype);
-  } else if (v->s.count) {
-    size_t lo = chunk_len(v, v->s.n - 1), hi = chunk_len(v, 0);
-    fprintf(o, " \xc2\xb7 count %zu%s%s: chunks of %zu", v->s.count, v->dtype[0] ? " " : "",
+  } else if (v->call.count) {
+    size_t lo = chunk_len(v, v->call.size - 1), hi = chunk_len(v, 0);
+    fprintf(o, " \xc2\xb7 count %zu%s%s: chunks of %zu", v->call.count, v->dtype[0] ? " " : "",
             v->dtype, hi);
     if (lo != hi)
       fprintf(o, " or %zu", lo);
@@ -718,24 +762,25 @@ static double draw_timeline(FILE *o, const viz_t *v, double y, double width) {
           ", collective %llu: %.1f \xc2\xb5s (axis: \xc2\xb5s from the first step's "
           "start)</text>\n",
           v->seq, v->span * 1e6);
-  for (int q = 0; q < v->s.n; q++) {
+  for (int q = 0; q < v->call.size; q++) {
     double ry = 22 + q * row;
     fprintf(o, "<text x='%.0f' y='%.1f' text-anchor='end'>rank %d</text>\n", left - 6, ry + 10, q);
-    for (int i = 0; i < v->s.np; i++) {
-      const panel_t *p = &v->s.p[i];
-      if (p->t1[q] < 0)
+    for (int i = 0; i < v->s.npanels; i++) {
+      const baton__sim_panel_t *p = &v->s.panels[i];
+      if (times(v, p)->t1[q] < 0)
         continue;
-      double x0 = left + w * p->t0[q] / v->span, x1 = left + w * p->t1[q] / v->span;
+      double x0 = left + w * times(v, p)->t0[q] / v->span,
+             x1 = left + w * times(v, p)->t1[q] / v->span;
       fprintf(o,
               "<rect x='%.1f' y='%.1f' width='%.1f' height='%.0f' fill='%s' "
               "fill-opacity='%s' stroke='#fff' stroke-width='0.5'><title>rank %d %s step %d: "
               "%.1f to %.1f \xc2\xb5s</title></rect>\n",
               x0, ry, fmax(x1 - x0, 0.8), row - 2, phase_colour(p->phase),
-              p->step % 2 ? "0.6" : "1", q, phase_label(p->phase), p->step, p->t0[q] * 1e6,
-              p->t1[q] * 1e6);
+              p->step % 2 ? "0.6" : "1", q, phase_label(p->phase), p->step,
+              times(v, p)->t0[q] * 1e6, times(v, p)->t1[q] * 1e6);
     }
   }
-  double ay = 22 + v->s.n * row + 4;
+  double ay = 22 + v->call.size * row + 4;
   for (int t = 0; t <= 5; t++) {
     double x = left + w * t / 5;
     fprintf(o,
@@ -750,13 +795,14 @@ static double draw_timeline(FILE *o, const viz_t *v, double y, double width) {
 /* All panels on one page: a new row for each phase. */
 static void write_svg(FILE *o, const viz_t *v) {
   int cols = (int)fmax(2, fmin(6, floor(2400 / v->pw)));
-  double *x = xcalloc((size_t)v->s.np, sizeof *x), *y = xcalloc((size_t)v->s.np, sizeof *y);
+  double *x = xcalloc((size_t)v->s.npanels, sizeof *x),
+         *y = xcalloc((size_t)v->s.npanels, sizeof *y);
   double gap = 10, top = 76;
-  double width = 0, height, tl = v->trace ? 22 + v->s.n * 14 + 52 : 0;
+  double width = 0, height, tl = v->trace ? 22 + v->call.size * 14 + 52 : 0;
   int col = 0, row = 0;
-  for (int i = 0; i < v->s.np; i++) {
-    if (col == cols ||
-        (i > 0 && v->s.p[i].phase != v->s.p[i - 1].phase && v->s.p[i].phase >= 0 && col > 0))
+  for (int i = 0; i < v->s.npanels; i++) {
+    if (col == cols || (i > 0 && v->s.panels[i].phase != v->s.panels[i - 1].phase &&
+                        v->s.panels[i].phase >= 0 && col > 0))
       col = 0, row++;
     x[i] = 10 + col * (v->pw + gap);
     y[i] = top + tl + row * (v->ph + gap);
@@ -771,7 +817,7 @@ static void write_svg(FILE *o, const viz_t *v) {
           width, height, width, height, style);
   draw_header(o, v);
   draw_timeline(o, v, top, width);
-  for (int i = 0; i < v->s.np; i++) {
+  for (int i = 0; i < v->s.npanels; i++) {
     fprintf(o, "<g transform='translate(%.0f,%.0f)'>\n", x[i], y[i]);
     draw_panel(o, v, i);
     fprintf(o, "</g>\n");
@@ -783,7 +829,7 @@ static void write_svg(FILE *o, const viz_t *v) {
 
 /* One step at a time, with a slider, the arrow keys and a play button. */
 static void write_html(FILE *o, const viz_t *v) {
-  double width = fmax(v->pw + 20, 860), tl = v->trace ? 22 + v->s.n * 14 + 52 : 0;
+  double width = fmax(v->pw + 20, 860), tl = v->trace ? 22 + v->call.size * 14 + 52 : 0;
   fprintf(
       o,
       "<!DOCTYPE html>\n<html xmlns='http://www.w3.org/1999/xhtml'><head><meta "
@@ -792,7 +838,7 @@ static void write_html(FILE *o, const viz_t *v) {
       ".p{display:none}.p.on{display:block}#ctl{margin:8px 10px}"
       "#ctl "
       "input{width:%.0fpx;vertical-align:middle}#lbl{white-space:nowrap}</style></head><body>\n",
-      baton__coll_name(v->s.coll), v->s.algo->name, v->s.n, fmin(width - 320, 500));
+      baton__coll_name(v->call.coll), v->call.algo->name, v->call.size, fmin(width - 320, 500));
   fprintf(o, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f'>%s", width,
           76 + tl, style);
   draw_header(o, v);
@@ -800,13 +846,13 @@ static void write_html(FILE *o, const viz_t *v) {
   fprintf(o,
           "</svg>\n<div id='ctl'><button id='play'>play</button> <input type='range' "
           "id='s' min='0' max='%d' value='0'/> <span id='lbl'></span></div>\n",
-          v->s.np - 1);
-  for (int i = 0; i < v->s.np; i++) {
+          v->s.npanels - 1);
+  for (int i = 0; i < v->s.npanels; i++) {
     fprintf(o,
             "<div class='p' data-name='%s%s%d'><svg xmlns='http://www.w3.org/2000/svg' "
             "width='%.0f' height='%.0f'>\n",
-            phase_label(v->s.p[i].phase), v->s.p[i].phase >= 0 ? " step " : "", v->s.p[i].step,
-            v->pw, v->ph);
+            phase_label(v->s.panels[i].phase), v->s.panels[i].phase >= 0 ? " step " : "",
+            v->s.panels[i].step, v->pw, v->ph);
     draw_panel(o, v, i);
     fprintf(o, "</svg></div>\n");
   }
@@ -900,7 +946,7 @@ int main(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},         {"list", no_argument, NULL, 'L'},
       {"root", required_argument, NULL, 'r'},   {"counts", required_argument, NULL, 'C'},
       {"hosts", required_argument, NULL, 'S'},  {NULL, 0, NULL, 0}};
-  viz_t v = {.s.coll = BATON__COLL_COUNT};
+  viz_t v = {.call.coll = BATON__COLL_COUNT};
   const char *coll = NULL, *algo = baton__algo_default()->name, *out = NULL, *layout = NULL,
              *counts = NULL, *hosts = NULL;
   int opt;
@@ -913,10 +959,10 @@ int main(int argc, char **argv) {
       algo = optarg;
       break;
     case 'n':
-      v.s.n = (int)parse_long(optarg, "-n", 1, MAX_N);
+      v.call.size = (int)parse_long(optarg, "-n", 1, MAX_N);
       break;
     case 'k':
-      v.s.count = (size_t)parse_long(optarg, "--count", 0, 1L << 50);
+      v.call.count = (size_t)parse_long(optarg, "--count", 0, 1L << 50);
       break;
     case 'l':
       layout = optarg;
@@ -928,7 +974,7 @@ int main(int argc, char **argv) {
       hosts = optarg;
       break;
     case 'r':
-      v.s.root = (int)parse_long(optarg, "--root", 0, MAX_N - 1);
+      v.call.root = (int)parse_long(optarg, "--root", 0, MAX_N - 1);
       break;
     case 't':
       v.trace = optarg;
@@ -960,28 +1006,29 @@ int main(int argc, char **argv) {
   if (v.trace) {
     load_trace(&v);
   } else {
-    if (!coll || !v.s.n)
+    if (!coll || !v.call.size)
       die("say which collective and how many ranks, e.g. -c allreduce -n 4 (or --trace)");
-    if ((v.s.coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
+    if ((v.call.coll = baton__coll_find(coll)) == BATON__COLL_COUNT)
       die("--coll \"%s\" is not a collective; expected one of: %s", coll, coll_names());
-    if (counts && v.s.coll != BATON__COLL_ALLGATHERV && v.s.coll != BATON__COLL_REDUCE_SCATTERV)
+    if (counts && v.call.coll != BATON__COLL_ALLGATHERV &&
+        v.call.coll != BATON__COLL_REDUCE_SCATTERV)
       die("--counts is for allgatherv and reduce_scatterv, not %s", coll);
     if (counts)
       parse_counts(&v, counts, "--counts");
     if (hosts)
       parse_hosts(&v, hosts);
-    if (v.s.coll == BATON__COLL_BARRIER)
+    if (v.call.coll == BATON__COLL_BARRIER)
       die("--coll barrier moves no data: nothing to draw");
-    if (v.s.root >= v.s.n)
-      die("--root %d is not a rank of %d", v.s.root, v.s.n);
-    if (!(v.s.algo = baton__algo_find(algo)))
+    if (v.call.root >= v.call.size)
+      die("--root %d is not a rank of %d", v.call.root, v.call.size);
+    if (!(v.call.algo = baton__algo_find(algo)))
       die("--algo \"%s\" is not an algorithm of this baton (see --help)", algo);
-    if (!(v.s.algo->colls & (1u << v.s.coll)))
+    if (!(v.call.algo->colls & (1u << v.call.coll)))
       die("algorithm %s does not serve %s; the algorithms that do: %s", algo, coll,
-          algos_for(v.s.coll));
-    simulate(&v.s);
+          algos_for(v.call.coll));
+    simulate(&v);
   }
-  v.tree = layout ? !strcmp(layout, "tree") : !strcmp(v.s.algo->layout, "tree");
+  v.tree = layout ? !strcmp(layout, "tree") : !strcmp(v.call.algo->layout, "tree");
   geometry(&v);
   size_t olen = out ? strlen(out) : 0;
   v.html |= olen > 5 && !strcmp(out + olen - 5, ".html");
@@ -994,10 +1041,12 @@ int main(int argc, char **argv) {
     write_svg(o, &v);
   if (ferror(o) || (out && fclose(o) != 0))
     die("writing %s failed", out ? out : "stdout");
-  int broken = v.s.bad[0] != 0;
+  int broken = v.bad[0] != 0;
   if (broken)
     fprintf(stderr, "baton-viz: %s %s on %d ranks: the result is not what %s promises: %s\n",
-            v.s.algo->name, baton__coll_name(v.s.coll), v.s.n, baton__coll_name(v.s.coll), v.s.bad);
-  sim_free(&v.s);
+            v.call.algo->name, baton__coll_name(v.call.coll), v.call.size,
+            baton__coll_name(v.call.coll), v.bad);
+  baton__sim_free(&v.s);
+  free(v.tm);
   return broken;
 }
