@@ -13,7 +13,11 @@
  *  - The return value is BATON_OK (0) or a negative error code from the list
  *    below; baton_comm_last_error() then says what failed, on which rank and
  *    peer, in which collective and step.
- *  - Calls on one communicator must not be made from two threads at once.
+ *  - Threads: different communicators may be used from different threads at
+ *    once. Calls on one communicator (blocking ones and i-calls alike) must
+ *    not be made from two threads at once: the second is BATON_EUSAGE,
+ *    detected, not undefined. A request may be waited on or tested from any
+ *    thread, once.
  */
 #ifndef BATON_H
 #define BATON_H
@@ -238,6 +242,63 @@ int baton_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recv
 
 /* Returns once every rank has entered the barrier. */
 int baton_barrier(baton_comm_t *comm);
+
+/*
+ * Non-blocking collectives. Each i-form takes the blocking form's arguments
+ * plus a request, validates them (bad arguments are BATON_EINVAL from the
+ * i-call itself, and no request is made: *req is NULL), and returns at once
+ * with the call in flight. Semantics as MPI's:
+ *  - the buffers belong to baton until the request completes: do not touch
+ *    sendbuf's or recvbuf's bytes before baton_wait or baton_test says so;
+ *  - calls on one communicator complete in the order they were issued, on
+ *    every rank, blocking ones included (a blocking call issued behind
+ *    i-calls waits for them first);
+ *  - at least 64 may be in flight on a communicator; the 65th i-call first
+ *    waits for the oldest to complete, it never fails for that;
+ *  - a failure (a peer's death, a timeout, a mismatch, an abort) completes
+ *    every request in flight on the communicator with that error.
+ * Progress happens while the caller computes: the first i-call on a
+ * communicator starts its progress thread (a program that only makes
+ * blocking calls never has one), which runs the calls in flight in order
+ * and waits on sockets and futexes as the blocking calls do, so it burns no
+ * core while nothing arrives; BATON_PROGRESS_CPU pins it to a core. The
+ * blocking forms are the i-form followed by baton_wait; with no progress
+ * thread the waiting caller runs the call itself.
+ */
+typedef struct baton_request baton_request_t;
+int baton_iallreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                     baton_op_t op, baton_comm_t *comm, baton_request_t **req);
+int baton_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                          baton_op_t op, baton_comm_t *comm, baton_request_t **req);
+int baton_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                     baton_comm_t *comm, baton_request_t **req);
+int baton_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                     int root, baton_comm_t *comm, baton_request_t **req);
+int baton_ireduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                  baton_op_t op, int root, baton_comm_t *comm, baton_request_t **req);
+int baton_ialltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                    baton_comm_t *comm, baton_request_t **req);
+int baton_igather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                  int root, baton_comm_t *comm, baton_request_t **req);
+int baton_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                   int root, baton_comm_t *comm, baton_request_t **req);
+int baton_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                      const size_t *recvcounts, const size_t *displs, baton_dtype_t dtype,
+                      baton_comm_t *comm, baton_request_t **req);
+int baton_ireduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recvcounts,
+                           baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm,
+                           baton_request_t **req);
+int baton_ibarrier(baton_comm_t *comm, baton_request_t **req);
+
+/* Waits until req completes and returns the call's status; frees req. NULL
+ * is BATON_EINVAL. */
+int baton_wait(baton_request_t *req);
+/* *done = 0: still running, BATON_OK returned, req still valid; *done = 1:
+ * complete, the call's status returned, req freed. */
+int baton_test(baton_request_t *req, int *done);
+/* Waits for all n requests (NULL entries are skipped); returns the first
+ * failure's status in array order, BATON_OK when none failed; frees all. */
+int baton_wait_all(int n, baton_request_t **reqs);
 
 /* The table of knobs (environment variables) with type, default, range and
  * description, as text, one knob per line; the same table the library reads

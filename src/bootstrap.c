@@ -473,9 +473,18 @@ int baton_comm_destroy(baton_comm_t *comm) {
   if (!comm)
     return BATON_OK;
   int rc = BATON_OK;
-  /* Nobody may be mid-collective when rank 0 stops the store. */
-  if (comm->size > 1)
+  /* Requests still in flight complete with BATON_EABORTED: saying so is
+   * all this rank can do for them. */
+  int left = baton__progress_stop(comm);
+  if (left) {
+    rc = baton__fail(comm, BATON_EUSAGE,
+                     "baton_comm_destroy: %d request%s still in flight; %s completed with "
+                     "BATON_EABORTED and freed",
+                     left, left == 1 ? " was" : "s were", left == 1 ? "it" : "they");
+  } else if (comm->size > 1) {
+    /* Nobody may be mid-collective when rank 0 stops the store. */
     rc = baton_barrier(comm);
+  }
   /* After a failure over TCP, peers may still come to the store for its
    * cause (explain()): the store outlives the failure by a moment. */
   if (comm->fatal_rc && comm->server && baton__reaches_other_hosts(comm))

@@ -235,20 +235,6 @@ static int place(baton__call_t *c) {
   return 0;
 }
 
-/* Size 1: each chunk from the input to the output, where they differ. */
-static void run_local(baton__call_t *c) {
-  const baton__layout_t *l = &c->layout;
-  size_t es = c->elsize;
-  for (int r = 0; r < c->comm->size; r++) {
-    if (!l->len[r] || l->in_off[r] == BATON__NO_OUT || l->out_off[r] == BATON__NO_OUT)
-      continue;
-    const char *src = (const char *)c->args.sendbuf + l->in_off[r] * es;
-    char *dst = (char *)c->args.recvbuf + l->out_off[r] * es;
-    if (src != dst)
-      memmove(dst, src, l->len[r] * es);
-  }
-}
-
 static baton__sig_t sig_of(const baton__call_t *c) {
   const baton__call_args_t *a = &c->args;
   if (a->coll == BATON__COLL_BARRIER)
@@ -277,13 +263,16 @@ int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton_
   if (!algo && comm->size > 1 && args->count > 0) /* before the sequence number moves */
     return baton__fail(comm, BATON_EUSAGE, "%s: no algorithm of this build serves %s", args->name,
                        args->name);
+  baton__progress_lock(comm);
   baton__call_t *c = call_get(comm);
+  baton__progress_unlock(comm);
   if (!c)
     return baton__fail(comm, BATON_ENOMEM, "%s: out of memory for the call", args->name);
   c->args = *args;
   c->elsize = es;
   c->algo = algo;
   c->status = BATON_OK;
+  c->state = BATON__CALL_ISSUED;
   c->seq = args->setup ? 0 : ++comm->seq;
   c->sig = sig_of(c);
   int runs = comm->size > 1 && args->count > 0;
@@ -291,36 +280,32 @@ int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton_
   if (comm->host_net) /* the host's other ranks compare it with theirs while they wait */
     comm->host_net->ops->publish(comm->host_net->impl, &c->sig);
   int rc = baton__comm_begin(comm, args->name);
-  if (rc) {
-    call_put(c);
-    return rc;
-  }
-  if (args->coll != BATON__COLL_BARRIER)
+  if (!rc && args->coll != BATON__COLL_BARRIER)
     baton__log_info(COLL, "%s #%llu: count %zu %s %s, algo %s", args->name,
                     (unsigned long long)c->seq, args->count, baton_dtype_name(args->dtype),
                     args->op == BATON_OP_COUNT ? "-" : baton_op_name(args->op),
                     comm->size == 1 || !algo ? "local" : algo->name);
-  c->x.done = 1;
-  if (!runs) {
-    if (args->count > 0) { /* size 1 */
-      plan(c);
-      run_local(c);
-    }
-    *out = c;
-    return BATON_OK;
+  if (!rc && !runs) { /* nothing to send: done when its turn comes (exec.c) */
+    c->sched.nsteps = 0;
+    c->planned.valid = 0;
+    c->x = (struct baton__exec_place){.done = 1, .local = args->count > 0};
+    if (c->x.local)
+      plan(c); /* the layout, for the copy of size 1 */
+  } else if (!rc && !(rc = plan(c)) && !(rc = place(c))) {
+    baton__exec_prepare(c);
+    c->peers_known = 0;
+    if (c->t0)
+      for (int i = 0; i < c->sched.cap; i++)
+        c->t0[i] = c->t1[i] = -1;
   }
-  if ((rc = plan(c)) || (rc = place(c))) {
+  baton__progress_lock(comm);
+  if (rc)
     call_put(c);
-    return rc;
-  }
-  baton__exec_prepare(c);
-  c->peers_known = 0;
-  live_add(c);
-  if (c->t0)
-    for (int i = 0; i < c->sched.cap; i++)
-      c->t0[i] = c->t1[i] = -1;
-  *out = c;
-  return BATON_OK;
+  else
+    live_add(c);
+  baton__progress_unlock(comm);
+  *out = rc ? NULL : c;
+  return rc;
 }
 
 /* ---- Finish. */

@@ -45,8 +45,12 @@ typedef struct {
   int setup;                     /* the end-of-init barrier: collective number 0, not counted */
 } baton__call_args_t;
 
-typedef struct baton__call baton__call_t;
-struct baton__call {
+typedef struct baton__engine baton__engine_t;
+
+/* A call is what baton.h calls a request. */
+typedef struct baton_request baton__call_t;
+enum { BATON__CALL_ISSUED, BATON__CALL_RUNNING, BATON__CALL_DONE };
+struct baton_request {
   baton_comm_t *comm;
   baton__call_t *next_free;             /* in the pool */
   baton__call_t *next_all;              /* every object of the pool, for destroy */
@@ -73,6 +77,7 @@ struct baton__call {
   baton__sig_t sig;    /* the call as the peers must see it */
   uint32_t rendezvous; /* its number among the host's rendezvous; 0: none */
   int status;          /* BATON_OK, or how it failed */
+  int state;           /* BATON__CALL_*: under the engine's lock once there is one */
   /* Per peer, the index of the last step that sends to it and of the last
    * that receives from it (-1: none), and of the last mailbox step: what a
    * later call in flight waits for before it uses the same channel
@@ -81,7 +86,7 @@ struct baton__call {
   int last_mailbox;
   int peers_known;
   /* The executor's place (exec.c). */
-  struct {
+  struct baton__exec_place {
     baton__reduce_fn reduce;
     size_t seg;         /* elements per segment */
     size_t piece;       /* elements per chunk per round */
@@ -90,6 +95,7 @@ struct baton__call {
     int stream;         /* write the output with non-temporal stores */
     int next;           /* the next step of the round */
     int done;
+    int local; /* size 1: the input still to be copied to the output */
   } x;
   /* BATON_TRACE: per step, the start of its first round and the end of its
    * last (seconds; < 0 when it has not run); NULL when not tracing. */
@@ -107,8 +113,19 @@ void baton__calls_free(baton_comm_t *comm);
  * the code is returned (the communicator's last error says why). */
 int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton__call_t **out);
 /* Writes the call's trace lines, returns its status and gives the object
- * back to the pool. */
+ * back to the pool; with an engine, under its lock. */
 int baton__call_finish(baton__call_t *call);
+
+/* progress.c: the communicator's progress engine, made by the first
+ * i-call. Hands an issued call to it (starting it when there is none). */
+int baton__progress_post(baton__call_t *call);
+/* Stops it: calls not yet run complete with BATON_EABORTED, the one
+ * running is aborted; returns how many were in flight. */
+int baton__progress_stop(baton_comm_t *comm);
+/* The engine's lock, around everything that touches the pool and the
+ * calls in flight; nothing while there is no engine (one thread). */
+void baton__progress_lock(baton_comm_t *comm);
+void baton__progress_unlock(baton_comm_t *comm);
 
 /* baton__exec_step's answers besides 0 (done) and a negative code. */
 enum { BATON__EXEC_MORE = 1, BATON__EXEC_WAITING = 2 };
@@ -119,7 +136,7 @@ enum { BATON__EXEC_MORE = 1, BATON__EXEC_WAITING = 2 };
  * BATON__EXEC_WAITING when the next step must wait for an earlier call in
  * flight (nothing ran), 0 once the call is complete (its last bytes
  * flushed), or a negative code (also in call->status). baton__exec runs
- * the call to its end; no earlier call may be in flight. */
+ * the call to its end; every earlier call must have run to its end. */
 void baton__exec_prepare(baton__call_t *call);
 int baton__exec_step(baton__call_t *call);
 int baton__exec(baton__call_t *call);

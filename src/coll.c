@@ -6,6 +6,7 @@
  * rank that made it without touching the peers' sequence of collectives.
  */
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -73,14 +74,25 @@ static int validate(baton_comm_t *comm, const baton__call_args_t *c, size_t bloc
   return check_buffers(comm, c, reads_send ? c->count : 0, c->count);
 }
 
-/* The blocking form: issue, run every step, finish. */
-static int run(baton_comm_t *comm, const baton__call_args_t *a) {
+/* Issues the call. An i-call (req) hands it to the progress engine and
+ * returns; the blocking form (req NULL) is the same call and a wait, which
+ * runs it in this thread while there is no engine. Two threads at once in
+ * calls on one communicator are refused, not left undefined. */
+static int post(baton_comm_t *comm, const baton__call_args_t *a, baton_request_t **req) {
+  int idle = 0;
+  if (!atomic_compare_exchange_strong(&comm->busy, &idle, 1))
+    return baton__fail(comm, BATON_EUSAGE,
+                       "%s: another thread is in a call on this communicator; calls on one "
+                       "communicator must come from one thread at a time",
+                       a->name);
   baton__call_t *call;
   int rc = baton__call_issue(comm, a, &call);
-  if (rc)
-    return rc;
-  baton__exec(call);
-  return baton__call_finish(call);
+  if (rc == 0 && req && (rc = baton__progress_post(call)) == 0)
+    *req = call;
+  else if (call)
+    rc = rc ? (baton_wait(call), rc) : baton_wait(call);
+  atomic_store(&comm->busy, 0);
+  return rc;
 }
 
 #define ARGS(name_, coll_, send_, recv_, count_, dtype_, op_, root_)                               \
@@ -89,32 +101,33 @@ static int run(baton_comm_t *comm, const baton__call_args_t *a) {
     .count = count_, .dtype = dtype_, .op = op_, .root = root_                                     \
   }
 
-int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
-                    baton_op_t op, baton_comm_t *comm) {
+static int do_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                        baton_op_t op, baton_comm_t *comm, baton_request_t **req) {
   baton__call_args_t c =
       ARGS("allreduce", ALLREDUCE, sendbuf, recvbuf, count, dtype, op, BATON__NO_ROOT);
   int rc = validate(comm, &c, 1);
-  return rc ? rc : run(comm, &c);
+  return rc ? rc : post(comm, &c, req);
 }
 
-int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
-                         baton_op_t op, baton_comm_t *comm) {
+static int do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                             baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm,
+                             baton_request_t **req) {
   baton__call_args_t c = ARGS("reduce_scatter", REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype,
                               op, BATON__NO_ROOT);
   int rc = validate(comm, &c, comm ? (size_t)comm->size : 1);
-  return rc ? rc : run(comm, &c);
+  return rc ? rc : post(comm, &c, req);
 }
 
-int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
-                    baton_comm_t *comm) {
+static int do_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                        baton_comm_t *comm, baton_request_t **req) {
   baton__call_args_t c = ARGS("allgather", ALLGATHER, sendbuf, recvbuf, sendcount, dtype,
                               BATON_OP_COUNT, BATON__NO_ROOT);
   int rc = validate(comm, &c, comm ? (size_t)comm->size : 1);
-  return rc ? rc : run(comm, &c);
+  return rc ? rc : post(comm, &c, req);
 }
 
-int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype, int root,
-                    baton_comm_t *comm) {
+static int do_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                        int root, baton_comm_t *comm, baton_request_t **req) {
   baton__call_args_t c =
       ARGS("broadcast", BROADCAST, sendbuf, recvbuf, count, dtype, BATON_OP_COUNT, root);
   int rc = validate(comm, &c, 1);
@@ -122,24 +135,24 @@ int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtyp
     return rc;
   if (comm->rank != root)
     c.sendbuf = c.recvbuf; /* only the root's input is read */
-  return run(comm, &c);
+  return post(comm, &c, req);
 }
 
 /* One chunk, `root`, holds the whole buffer (schedule.h). A non-root has
  * no output: what it passes on towards the root lives in scratch. */
-int baton_reduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
-                 baton_op_t op, int root, baton_comm_t *comm) {
+static int do_reduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                     baton_op_t op, int root, baton_comm_t *comm, baton_request_t **req) {
   baton__call_args_t c = ARGS("reduce", REDUCE, sendbuf, recvbuf, count, dtype, op, root);
   int rc = validate_args(comm, &c, 1);
   if (rc || (rc = check_buffers(comm, &c, count, comm->rank == root ? count : 0)))
     return rc;
-  return run(comm, &c);
+  return post(comm, &c, req);
 }
 
 /* Chunk c is the block to rank c in the input and the block from rank c in
  * the output (schedule.h), at the same offset in both. */
-int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
-                   baton_comm_t *comm) {
+static int do_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                       baton_comm_t *comm, baton_request_t **req) {
   baton__call_args_t c =
       ARGS("alltoall", ALLTOALL, sendbuf, recvbuf, count, dtype, BATON_OP_COUNT, BATON__NO_ROOT);
   int rc = validate(comm, &c, comm ? (size_t)comm->size : 1);
@@ -148,25 +161,25 @@ int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype
   /* In place, a block received could overwrite one not yet sent. */
   if (sendbuf == recvbuf && comm->size > 1)
     c.stage = (size_t)comm->size * count * dtype_sizes[dtype];
-  return run(comm, &c);
+  return post(comm, &c, req);
 }
 
 /* Chunk c is rank c's block: this rank's own in its input, all of them in
  * the root's output; a non-root keeps in scratch the blocks it forwards. */
-int baton_gather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
-                 int root, baton_comm_t *comm) {
+static int do_gather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                     int root, baton_comm_t *comm, baton_request_t **req) {
   baton__call_args_t c =
       ARGS("gather", GATHER, sendbuf, recvbuf, sendcount, dtype, BATON_OP_COUNT, root);
   int rc = validate_args(comm, &c, comm ? (size_t)comm->size : 1);
   if (rc || (rc = check_buffers(comm, &c, sendcount, comm->rank == root ? sendcount : 0)))
     return rc;
-  return run(comm, &c);
+  return post(comm, &c, req);
 }
 
 /* Chunk c is rank c's block: all of them in the root's input, this rank's
  * own in its output; the others a rank forwards live in scratch. */
-int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
-                  int root, baton_comm_t *comm) {
+static int do_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                      int root, baton_comm_t *comm, baton_request_t **req) {
   baton__call_args_t c =
       ARGS("scatter", SCATTER, sendbuf, recvbuf, recvcount, dtype, BATON_OP_COUNT, root);
   int rc = validate(comm, &c, comm ? (size_t)comm->size : 1);
@@ -174,7 +187,7 @@ int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dt
     return rc;
   if (comm->rank != root)
     c.sendbuf = c.recvbuf; /* only the root's input is read */
-  return run(comm, &c);
+  return post(comm, &c, req);
 }
 
 /* Checks a v-variant's counts (and displacements, when given): present,
@@ -206,8 +219,9 @@ static int check_counts(baton_comm_t *comm, const baton__call_args_t *c, int nee
 
 /* Chunk c is rank c's block, recvcounts[c] long at displs[c] in every
  * output, as allgather's but with a count per rank. */
-int baton_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t *recvcounts,
-                     const size_t *displs, baton_dtype_t dtype, baton_comm_t *comm) {
+static int do_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                         const size_t *recvcounts, const size_t *displs, baton_dtype_t dtype,
+                         baton_comm_t *comm, baton_request_t **req) {
   baton__call_args_t c = ARGS("allgatherv", ALLGATHERV, sendbuf, recvbuf, sendcount, dtype,
                               BATON_OP_COUNT, BATON__NO_ROOT);
   c.counts = recvcounts, c.displs = displs;
@@ -223,13 +237,14 @@ int baton_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const
   if ((rc = check_buffers(comm, &c, sendcount, extent)))
     return rc;
   c.count = total;
-  return run(comm, &c);
+  return post(comm, &c, req);
 }
 
 /* Chunk c is block c of the input, recvcounts[c] long, as reduce_scatter's
  * but with a count per rank; this rank's lands in its output. */
-int baton_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recvcounts,
-                          baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm) {
+static int do_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recvcounts,
+                              baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm,
+                              baton_request_t **req) {
   baton__call_args_t c =
       ARGS("reduce_scatterv", REDUCE_SCATTERV, sendbuf, recvbuf, 0, dtype, op, BATON__NO_ROOT);
   c.counts = recvcounts;
@@ -239,24 +254,167 @@ int baton_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recv
       (rc = check_buffers(comm, &c, total, recvcounts[comm->rank])))
     return rc;
   c.count = total;
-  return run(comm, &c);
+  return post(comm, &c, req);
 }
 
 /* A one-byte allgather on the ring, or the host's rendezvous where every
  * rank shares memory (call.c). */
-int baton_barrier(baton_comm_t *comm) {
+static int do_barrier(baton_comm_t *comm, baton_request_t **req) {
   if (!comm) {
     baton__log_warn(COLL, "barrier: comm is NULL");
     return BATON_EINVAL;
   }
   baton__call_args_t c =
       ARGS("barrier", BARRIER, NULL, NULL, 1, BATON_UINT8, BATON_OP_COUNT, BATON__NO_ROOT);
-  return run(comm, &c);
+  return post(comm, &c, req);
 }
 
 int baton__init_barrier(baton_comm_t *comm) {
   baton__call_args_t c =
       ARGS("barrier", BARRIER, NULL, NULL, 1, BATON_UINT8, BATON_OP_COUNT, BATON__NO_ROOT);
   c.setup = 1;
-  return run(comm, &c);
+  return post(comm, &c, NULL);
+}
+
+/* ---- The public forms: blocking, and the i-forms (baton.h). */
+
+int baton_allreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                    baton_op_t op, baton_comm_t *comm) {
+  return do_allreduce(sendbuf, recvbuf, count, dtype, op, comm, NULL);
+}
+
+int baton_iallreduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                     baton_op_t op, baton_comm_t *comm, baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_allreduce(sendbuf, recvbuf, count, dtype, op, comm, req);
+}
+
+int baton_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                         baton_op_t op, baton_comm_t *comm) {
+  return do_reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, comm, NULL);
+}
+
+int baton_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                          baton_op_t op, baton_comm_t *comm, baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, comm, req);
+}
+
+int baton_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                    baton_comm_t *comm) {
+  return do_allgather(sendbuf, recvbuf, sendcount, dtype, comm, NULL);
+}
+
+int baton_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                     baton_comm_t *comm, baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_allgather(sendbuf, recvbuf, sendcount, dtype, comm, req);
+}
+
+int baton_broadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype, int root,
+                    baton_comm_t *comm) {
+  return do_broadcast(sendbuf, recvbuf, count, dtype, root, comm, NULL);
+}
+
+int baton_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                     int root, baton_comm_t *comm, baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_broadcast(sendbuf, recvbuf, count, dtype, root, comm, req);
+}
+
+int baton_reduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                 baton_op_t op, int root, baton_comm_t *comm) {
+  return do_reduce(sendbuf, recvbuf, count, dtype, op, root, comm, NULL);
+}
+
+int baton_ireduce(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                  baton_op_t op, int root, baton_comm_t *comm, baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_reduce(sendbuf, recvbuf, count, dtype, op, root, comm, req);
+}
+
+int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                   baton_comm_t *comm) {
+  return do_alltoall(sendbuf, recvbuf, count, dtype, comm, NULL);
+}
+
+int baton_ialltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype_t dtype,
+                    baton_comm_t *comm, baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_alltoall(sendbuf, recvbuf, count, dtype, comm, req);
+}
+
+int baton_gather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                 int root, baton_comm_t *comm) {
+  return do_gather(sendbuf, recvbuf, sendcount, dtype, root, comm, NULL);
+}
+
+int baton_igather(const void *sendbuf, void *recvbuf, size_t sendcount, baton_dtype_t dtype,
+                  int root, baton_comm_t *comm, baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_gather(sendbuf, recvbuf, sendcount, dtype, root, comm, req);
+}
+
+int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                  int root, baton_comm_t *comm) {
+  return do_scatter(sendbuf, recvbuf, recvcount, dtype, root, comm, NULL);
+}
+
+int baton_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dtype_t dtype,
+                   int root, baton_comm_t *comm, baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_scatter(sendbuf, recvbuf, recvcount, dtype, root, comm, req);
+}
+
+int baton_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t *recvcounts,
+                     const size_t *displs, baton_dtype_t dtype, baton_comm_t *comm) {
+  return do_allgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, dtype, comm, NULL);
+}
+
+int baton_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                      const size_t *recvcounts, const size_t *displs, baton_dtype_t dtype,
+                      baton_comm_t *comm, baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_allgatherv(sendbuf, sendcount, recvbuf, recvcounts, displs, dtype, comm, req);
+}
+
+int baton_reduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recvcounts,
+                          baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm) {
+  return do_reduce_scatterv(sendbuf, recvbuf, recvcounts, dtype, op, comm, NULL);
+}
+
+int baton_ireduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *recvcounts,
+                           baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm,
+                           baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_reduce_scatterv(sendbuf, recvbuf, recvcounts, dtype, op, comm, req);
+}
+
+int baton_barrier(baton_comm_t *comm) { return do_barrier(comm, NULL); }
+
+int baton_ibarrier(baton_comm_t *comm, baton_request_t **req) {
+  if (!req)
+    return BATON_EINVAL;
+  *req = NULL;
+  return do_barrier(comm, req);
 }

@@ -28,12 +28,14 @@ struct baton_comm {
   int nhosts;
   const baton__algo_t *forced[BATON__COLL_COUNT]; /* BATON_ALGO, NULL: choose */
   struct baton__select_state *select;             /* link costs and cached decisions (select.c) */
-  size_t stream_slot_bytes;       /* segment of messages of several chunks (exec.c) */
-  struct baton__call *calls_free; /* the pool of call objects (call.c) */
-  struct baton__call *calls_all;
-  struct baton__call *live_first, *live_last; /* issued, not finished, in issue order */
-  uint64_t seq;                               /* calls issued so far: the last call's number */
-  uint32_t shm_calls;                         /* the host's rendezvous numbers taken so far */
+  size_t stream_slot_bytes;         /* segment of messages of several chunks (exec.c) */
+  struct baton_request *calls_free; /* the pool of call objects (call.c) */
+  struct baton_request *calls_all;
+  struct baton_request *live_first, *live_last; /* issued, not finished, in issue order */
+  struct baton__engine *engine;                 /* progress.c: NULL until the first i-call */
+  _Atomic int busy;                             /* a thread is inside a call on it (coll.c) */
+  uint64_t seq;                                 /* calls issued so far: the last call's number */
+  uint32_t shm_calls;                           /* the host's rendezvous numbers taken so far */
   /* The signature of the call whose step runs now: what the transports
    * stamp on what they send and check what they receive against. */
   baton__sig_t sig;

@@ -63,6 +63,8 @@ static const param_row_t rows[] = {
      "TCP: sockets per connection; frames are spread over them"},
     {"BATON_TCP_SEGMENT_BYTES", P_BYTES, "1M", 64, 64 << 20, F(tcp_segment_bytes),
      "TCP: pipeline unit when no ring edge is shared memory (else BATON_SEGMENT_BYTES)"},
+    {"BATON_PROGRESS_CPU", P_INT, "-1", -1, 4095, F(progress_cpu),
+     "core the progress thread of the i-calls is pinned to; -1: not pinned (baton.h)"},
     {"BATON_TCP_SPIN_US", P_INT, "100", 0, 1000000, F(tcp_spin_us),
      "TCP: microseconds a waiter polls its sockets before it sleeps in poll()"},
     {"BATON_PAIR_SEGMENT_BYTES", P_BYTES, "64K", 64, 64 << 20, F(pair_segment_bytes),
