@@ -255,6 +255,26 @@ failure_tests() {
   run "test_abort_signal -n 4 2 hosts x 2 ranks" 1 env BATON_TIMEOUT=20 "$BUILD/bin/baton-run" \
     -n 4 sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_abort_signal"
 }
+# The i-forms: several in flight, waited in and out of order, against each
+# collective's definition; a rank that dies and an abort from another thread
+# with requests in flight; destroy with one in flight.
+nonblocking_tests() {
+  for n in 1 2 3 4 5; do
+    run "test_nonblocking -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_nonblocking"
+  done
+  run "test_nonblocking -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
+    "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_nonblocking"
+  run "test_nonblocking -n 4 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
+    sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_nonblocking"
+  for t in "" BATON_TRANSPORT=tcp; do
+    run "test_nonblocking kill -n 3 $t" 1 env BATON_TIMEOUT=20 $t "$BUILD/bin/baton-run" -n 3 \
+      "$BUILD/tests/test_nonblocking" kill
+  done
+  run "test_nonblocking abort -n 2" 1 env BATON_TIMEOUT=20 "$BUILD/bin/baton-run" -n 2 \
+    "$BUILD/tests/test_nonblocking" abort
+  run "test_nonblocking destroy -n 2" 1 env BATON_TIMEOUT=20 "$BUILD/bin/baton-run" -n 2 \
+    "$BUILD/tests/test_nonblocking" destroy
+}
 # Two calls of one communicator, interleaved step by step (the executor's
 # call objects): shared memory, TCP, and 2 hosts x 2 ranks.
 calls_tests() {
@@ -288,6 +308,7 @@ quick_suite() {
   api_tests
   failure_tests
   calls_tests
+  nonblocking_tests
   fault_tests
 }
 
@@ -388,6 +409,7 @@ run "test_coll -n 5 --quick allreduce hier 3 hosts interleaved" 1 env BATON_ALGO
   sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0" --quick --coll allreduce' "$BUILD/tests/test_coll"
 failure_tests
 calls_tests
+nonblocking_tests
 # The correctness sweep across emulated hosts (network namespaces, TCP
 # between them): 4 hosts over TCP, and 2 hosts x 2 ranks. Skips, saying
 # why, without root or iproute2.
@@ -477,6 +499,8 @@ if build "make SAN=1" 'asan *' env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
     BATON_NSOCKS=2 "$SAN_BUILD/bin/baton-run" -n 4 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick' "$SAN_BUILD/tests/test_coll"
   run "asan test_calls -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_calls"
+  run "asan test_nonblocking -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 \
+    "$SAN_BUILD/tests/test_nonblocking"
   run "asan test_trace -n 5 BATON_ALGO=allreduce:hier 4 hosts" 1 env BATON_ALGO=allreduce:hier \
     BATON_TRACE="$LOGS/asan-trace-hier.%r" "$SAN_BUILD/bin/baton-run" -n 5 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK < 2 ? 0 : BATON_RANK)) exec "$0"' "$SAN_BUILD/tests/test_trace"
@@ -504,6 +528,13 @@ if build "make TSAN=1" 'tsan *' env -u MAKEFLAGS -u MFLAGS make -j2 TSAN=1; then
     run "tsan test_coll -n $n --quick" 1 build-tsan/bin/baton-run -n $n build-tsan/tests/test_coll --quick
   done
   run "tsan test_api -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_api
+  # The calls in flight: the progress thread beside the caller.
+  run "tsan test_nonblocking -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_nonblocking
+  run "tsan test_nonblocking -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
+    build-tsan/bin/baton-run -n 3 build-tsan/tests/test_nonblocking
+  run "tsan test_nonblocking abort -n 2" 1 env BATON_TIMEOUT=20 build-tsan/bin/baton-run -n 2 \
+    build-tsan/tests/test_nonblocking abort
+  run "tsan test_calls -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_calls
   run "tsan test_hostile -n 2" 1 env BATON_TIMEOUT=10 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_hostile 10
   run "tsan test_fault exit" 1 env BATON_TIMEOUT=5 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_fault exit
   unset TSAN_OPTIONS

@@ -3,6 +3,8 @@
  *
  *   baton-run -n N test_nonblocking            the sweep
  *   baton-run -n 2 test_nonblocking destroy    destroy with a request in flight
+ *   baton-run -n N test_nonblocking kill       the last rank dies, requests in flight
+ *   baton-run -n 2 test_nonblocking abort      baton_comm_abort from another thread
  *
  * The sweep issues, round after round, several calls at once (every
  * i-form, mixed sizes from 0 up, a blocking call among them now and
@@ -14,7 +16,9 @@
  * the i-call itself, no request made), and a blocking call while i-calls
  * are in flight. Prints "N passed, M failed".
  */
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -307,9 +311,92 @@ static int destroy_mode(void) {
   return !ok;
 }
 
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The last rank issues its share of 4 large allreduces and dies (exit 0,
+ * so baton-run leaves the others be); every survivor's 4 requests complete
+ * with BATON_EREMOTE within 2 s. */
+static int kill_mode(void) {
+  tally_t T;
+  tally_init(&T);
+  enum { R = 4 };
+  size_t n = 4 << 20;
+  float *buf = calloc(R * n, sizeof *buf);
+  baton_request_t *reqs[R];
+  for (int i = 0; i < R; i++)
+    baton_iallreduce(buf + i * n, buf + i * n, n, BATON_FLOAT32, BATON_SUM, T.comm, &reqs[i]);
+  if (T.rank == T.size - 1) {
+    usleep(20 * 1000);
+    _exit(0);
+  }
+  double t0 = now();
+  int bad = 0;
+  for (int i = 0; i < R; i++) {
+    int rc = baton_wait(reqs[i]);
+    if (rc != BATON_EREMOTE && bad++ == 0)
+      fprintf(stderr, "rank %d: request %d returned %s, want BATON_EREMOTE: %s\n", T.rank, i,
+              baton_err_name(rc), baton_comm_last_error(T.comm));
+  }
+  double took = now() - t0;
+  int ok = bad == 0 && took < 2.0;
+  if (took >= 2.0)
+    fprintf(stderr, "rank %d: the requests took %.2f s to fail\n", T.rank, took);
+  printf("%d passed, %d failed\n", ok, !ok);
+  baton_comm_destroy(T.comm);
+  free(buf);
+  return !ok;
+}
+
+static void *abort_later(void *comm) {
+  usleep(200 * 1000);
+  baton_comm_abort(comm);
+  return NULL;
+}
+
+/* Rank 0 waits on an allreduce that rank 1 joins only 3 s later; another
+ * thread of rank 0 aborts the communicator after 0.2 s: the wait returns
+ * BATON_EABORTED at once. */
+static int abort_mode(void) {
+  tally_t T;
+  tally_init(&T);
+  int32_t x = 1, y = 0;
+  baton_request_t *req = NULL;
+  if (T.rank != 0) {
+    sleep(3);
+    int rc = baton_allreduce(&x, &y, 1, BATON_INT32, BATON_SUM, T.comm);
+    int ok = rc != BATON_OK;
+    printf("%d passed, %d failed\n", ok, !ok);
+    baton_comm_destroy(T.comm);
+    return !ok;
+  }
+  pthread_t t;
+  int rc = baton_iallreduce(&x, &y, 1, BATON_INT32, BATON_SUM, T.comm, &req);
+  pthread_create(&t, NULL, abort_later, T.comm);
+  double t0 = now();
+  if (rc == BATON_OK)
+    rc = baton_wait(req);
+  double took = now() - t0;
+  pthread_join(t, NULL);
+  int ok = rc == BATON_EABORTED && took < 2.0;
+  if (!ok)
+    fprintf(stderr, "rank 0: the wait returned %s after %.2f s, want BATON_EABORTED within 2 s\n",
+            baton_err_name(rc), took);
+  printf("%d passed, %d failed\n", ok, !ok);
+  baton_comm_destroy(T.comm);
+  return !ok;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "destroy"))
     return destroy_mode();
+  if (argc > 1 && !strcmp(argv[1], "kill"))
+    return kill_mode();
+  if (argc > 1 && !strcmp(argv[1], "abort"))
+    return abort_mode();
   tally_t T;
   tally_init(&T);
   for (int k = 0; k < 24 && !T.broken; k++)
