@@ -224,6 +224,27 @@ def test_more_collectives(counts):
            np.zeros(2), [1] * (n + 1))
 
 
+def test_async(counts):
+    """async_op=True: requests in flight at once, waited out of order."""
+    reqs = []
+    for i, n in enumerate(counts):
+        a = np.full(n, comm.rank + i, np.int32)
+        reqs.append((n, i, comm.allreduce(a, async_op=True)))
+    g = comm.allgather(np.array([comm.rank], np.int64), async_op=True)
+    b = comm.barrier(async_op=True)
+    for n, i, r in reversed(reqs):
+        want = sum(q + i for q in range(comm.size))
+        got = r.wait()
+        check("async allreduce count %d" % n, got.shape == (n,) and (got == want).all(), str(got))
+    while not g.is_completed():
+        time.sleep(0.0005)
+    check("async allgather", (g.wait() == np.arange(comm.size)).all())
+    check("async barrier", b.wait() is None)
+    r = comm.allreduce(np.ones(3, np.float32), async_op=True)
+    check("request repr", "allreduce" in repr(r))
+    check("async twice waited", (r.wait() == comm.size).all() and (r.wait() == comm.size).all())
+
+
 def test_errors():
     n = comm.size
     f = np.zeros(8, np.float32)
@@ -311,6 +332,7 @@ else:
     test_allgather(counts)
     test_broadcast(counts)
     test_more_collectives(counts)
+    test_async(counts)
     test_errors()
     if comm.rank == 0:
         test_missing_library()

@@ -143,6 +143,38 @@ def _check_overlap(a, out, in_place_offset, call):
                      "separate arrays or the in-place form (see help(baton.Comm.%s))" % (call, call))
 
 
+class Request:
+    """A collective in flight (async_op=True): wait() blocks until it
+    completes and returns what the blocking call would have (raising
+    BatonError if it failed); is_completed() asks without blocking. Calls on
+    one communicator complete in the order they were issued."""
+
+    def __init__(self, comm, name, handle, result, keep):
+        self._comm, self._name, self._h = comm, name, handle
+        self._result, self._keep, self._rc = result, keep, None
+
+    def __repr__(self):
+        return "<baton.Request %s, %s>" % (self._name,
+                                          "pending" if self._rc is None else "completed")
+
+    def wait(self):
+        if self._rc is None:
+            self._rc = _lib.lib.baton_wait(self._h)
+            self._keep = None
+        self._comm._check(self._name, self._rc)
+        return self._result
+
+    def is_completed(self):
+        if self._rc is None:
+            done = ctypes.c_int(0)
+            rc = _lib.lib.baton_test(self._h, ctypes.byref(done))
+            if done.value:
+                self._rc, self._keep = rc, None
+            elif rc != 0:
+                self._comm._check(self._name, rc)
+        return self._rc is not None
+
+
 class Comm:
     """A communicator: rank, size and the collectives. Every rank must call
     the same collectives in the same order; close() is collective too."""
@@ -184,7 +216,7 @@ class Comm:
             if rc != 0:
                 raise BatonError("baton_comm_destroy", rc, "")
 
-    def allreduce(self, a, op="sum", out=None, dtype=None):
+    def allreduce(self, a, op="sum", out=None, dtype=None, async_op=False):
         """out[i] = op over all ranks of a[i]. In place when out is a.
         op: "sum", "prod", "min", "max" or "avg" (integers: truncated)."""
         h = self._handle()
@@ -192,11 +224,9 @@ class Comm:
         dt, opv = _dtype(a, dtype), _op(op)
         out = _out(out, a, a.shape, "allreduce")
         _check_overlap(a, out, 0, "allreduce")
-        self._check("allreduce", _lib.lib.baton_allreduce(
-            a.ctypes.data, out.ctypes.data, a.size, dt, opv, h))
-        return out
+        return self._call("allreduce", (a.ctypes.data, out.ctypes.data, a.size, dt, opv, h), out, async_op, a, out)
 
-    def reduce_scatter(self, a, op="sum", out=None, dtype=None):
+    def reduce_scatter(self, a, op="sum", out=None, dtype=None, async_op=False):
         """a.shape[0] is size * k; rank r gets the reduction over all ranks
         of a[r*k:(r+1)*k], shape (k,) + a.shape[1:]. In place when out is
         that block of a, e.g. out=a[rank*k:(rank+1)*k]."""
@@ -209,11 +239,9 @@ class Comm:
         count = a.size // self.size
         out = _out(out, a, (a.shape[0] // self.size,) + a.shape[1:], "reduce_scatter")
         _check_overlap(a, out, self.rank * count, "reduce_scatter")
-        self._check("reduce_scatter", _lib.lib.baton_reduce_scatter(
-            a.ctypes.data, out.ctypes.data, count, dt, opv, h))
-        return out
+        return self._call("reduce_scatter", (a.ctypes.data, out.ctypes.data, count, dt, opv, h), out, async_op, a, out)
 
-    def allgather(self, a, out=None, dtype=None):
+    def allgather(self, a, out=None, dtype=None, async_op=False):
         """Rank r's a lands in block r of the result, shape
         (size * a.shape[0],) + a.shape[1:] (or (size,) for a 0-d a). In place
         when a is that block of out, e.g. a=out[rank*k:(rank+1)*k]."""
@@ -223,11 +251,9 @@ class Comm:
         shape = (self.size * a.shape[0],) + a.shape[1:] if a.ndim else (self.size,)
         out = _out(out, a, shape, "allgather")
         _check_overlap(a, out, -self.rank * a.size, "allgather")
-        self._check("allgather", _lib.lib.baton_allgather(
-            a.ctypes.data, out.ctypes.data, a.size, dt, h))
-        return out
+        return self._call("allgather", (a.ctypes.data, out.ctypes.data, a.size, dt, h), out, async_op, a, out)
 
-    def broadcast(self, a, root=0, out=None, dtype=None):
+    def broadcast(self, a, root=0, out=None, dtype=None, async_op=False):
         """Every rank gets root's a. In place when out is a; only root's a
         is read, the others' give the shape and dtype."""
         h = self._handle()
@@ -242,9 +268,7 @@ class Comm:
             raise ValueError("broadcast: root %d is not a rank in [0, %d)" % (root, self.size))
         out = _out(out, a, a.shape, "broadcast")
         _check_overlap(a, out, 0, "broadcast")
-        self._check("broadcast", _lib.lib.baton_broadcast(
-            a.ctypes.data, out.ctypes.data, a.size, dt, int(root), h))
-        return out
+        return self._call("broadcast", (a.ctypes.data, out.ctypes.data, a.size, dt, int(root), h), out, async_op, a, out)
 
     def _need(self, name):
         if not _lib.has("baton_" + name):
@@ -265,7 +289,7 @@ class Comm:
                              % (call, self.size))
         return c.astype(np.uintp)
 
-    def reduce(self, a, op="sum", root=0, out=None, dtype=None):
+    def reduce(self, a, op="sum", root=0, out=None, dtype=None, async_op=False):
         """The reduction over all ranks of a lands on root, which gets it
         back (in place when out is a); the other ranks get None."""
         h = self._handle()
@@ -276,12 +300,10 @@ class Comm:
         if self.rank == root:
             recv = _out(out, a, a.shape, "reduce")
             _check_overlap(a, recv, 0, "reduce")
-        self._check("reduce", _lib.lib.baton_reduce(
-            a.ctypes.data, recv.ctypes.data if recv is not None else None, a.size, dt, opv,
-            root, h))
-        return recv
+        return self._call("reduce", (a.ctypes.data, recv.ctypes.data if recv is not None else None, a.size, dt, opv,
+            root, h), recv, async_op, a, recv)
 
-    def alltoall(self, a, out=None, dtype=None):
+    def alltoall(self, a, out=None, dtype=None, async_op=False):
         """a.shape[0] is size * k: block q (a[q*k:(q+1)*k]) goes to rank q,
         and block q of the result comes from rank q. In place when out is a
         (baton stages the input in its scratch memory)."""
@@ -294,11 +316,9 @@ class Comm:
                              "shape %s" % (self.size, a.shape))
         out = _out(out, a, a.shape, "alltoall")
         _check_overlap(a, out, 0, "alltoall")
-        self._check("alltoall", _lib.lib.baton_alltoall(
-            a.ctypes.data, out.ctypes.data, a.size // self.size, dt, h))
-        return out
+        return self._call("alltoall", (a.ctypes.data, out.ctypes.data, a.size // self.size, dt, h), out, async_op, a, out)
 
-    def gather(self, a, root=0, out=None, dtype=None):
+    def gather(self, a, root=0, out=None, dtype=None, async_op=False):
         """Rank r's a lands in block r of root's result, shape
         (size * a.shape[0],) + a.shape[1:]; the other ranks get None. In
         place when root's a is its block of out."""
@@ -311,12 +331,10 @@ class Comm:
             shape = (self.size * a.shape[0],) + a.shape[1:] if a.ndim else (self.size,)
             recv = _out(out, a, shape, "gather")
             _check_overlap(a, recv, -root * a.size, "gather")
-        self._check("gather", _lib.lib.baton_gather(
-            a.ctypes.data, recv.ctypes.data if recv is not None else None, a.size, dt, root,
-            h))
-        return recv
+        return self._call("gather", (a.ctypes.data, recv.ctypes.data if recv is not None else None, a.size, dt, root,
+            h), recv, async_op, a, recv)
 
-    def scatter(self, a, root=0, out=None, dtype=None):
+    def scatter(self, a, root=0, out=None, dtype=None, async_op=False):
         """Block r of root's a (a.shape[0] is size * k) lands on rank r, shape
         (k,) + a.shape[1:]. Only root's a is read; the others' give the shape
         and dtype. In place when out is root's block of a."""
@@ -330,11 +348,9 @@ class Comm:
         count = a.size // self.size
         out = _out(out, a, (a.shape[0] // self.size,) + a.shape[1:], "scatter")
         _check_overlap(a, out, root * count, "scatter")
-        self._check("scatter", _lib.lib.baton_scatter(
-            a.ctypes.data if self.rank == root else None, out.ctypes.data, count, dt, root, h))
-        return out
+        return self._call("scatter", (a.ctypes.data if self.rank == root else None, out.ctypes.data, count, dt, root, h), out, async_op, a, out)
 
-    def allgatherv(self, a, counts, displs=None, out=None, dtype=None):
+    def allgatherv(self, a, counts, displs=None, out=None, dtype=None, async_op=False):
         """Rank r's a (counts[r] elements) lands at element displs[r] of the
         flat result on every rank; displs defaults to the blocks one after
         the other. A given out is 1-D and may be longer than the blocks
@@ -355,11 +371,9 @@ class Comm:
             span = out.size  # a longer out is fine: only the blocks are written
         out = _out(out, a, (span,), "allgatherv")
         _check_overlap(a, out, -int(d[self.rank]), "allgatherv")
-        self._check("allgatherv", _lib.lib.baton_allgatherv(
-            a.ctypes.data, a.size, out.ctypes.data, c.ctypes.data, d.ctypes.data, dt, h))
-        return out
+        return self._call("allgatherv", (a.ctypes.data, a.size, out.ctypes.data, c.ctypes.data, d.ctypes.data, dt, h), out, async_op, a, out, c, d)
 
-    def reduce_scatterv(self, a, counts, op="sum", out=None, dtype=None):
+    def reduce_scatterv(self, a, counts, op="sum", out=None, dtype=None, async_op=False):
         """a is flat, sum(counts) elements; rank r gets the reduction over all
         ranks of its block (counts[r] elements after those of ranks < r). In
         place when out is that block of a."""
@@ -373,13 +387,23 @@ class Comm:
                              % (a.size, int(c.sum())))
         out = _out(out, a, (int(c[self.rank]),), "reduce_scatterv")
         _check_overlap(a, out, int(c[:self.rank].sum()), "reduce_scatterv")
-        self._check("reduce_scatterv", _lib.lib.baton_reduce_scatterv(
-            a.ctypes.data, out.ctypes.data, c.ctypes.data, dt, opv, h))
-        return out
+        return self._call("reduce_scatterv", (a.ctypes.data, out.ctypes.data, c.ctypes.data, dt, opv, h), out, async_op, a, out, c)
 
-    def barrier(self):
+    def barrier(self, async_op=False):
         """Returns once every rank has entered the barrier."""
-        self._check("barrier", _lib.lib.baton_barrier(self._handle()))
+        return self._call("barrier", (self._handle(),), None, async_op)
+
+    def _call(self, name, args, result, async_op, *keep):
+        """The call, blocking; or with async_op its i-form, returning a
+        Request whose wait() gives the result. The arrays stay referenced
+        by the request until it completes: baton owns their bytes till then."""
+        if not async_op:
+            self._check(name, getattr(_lib.lib, "baton_" + name)(*args))
+            return result
+        self._need("i" + name)
+        req = ctypes.c_void_p()
+        self._check("i" + name, getattr(_lib.lib, "baton_i" + name)(*args, ctypes.byref(req)))
+        return Request(self, name, req, result, keep)
 
 
 def to_bfloat16(x):
