@@ -32,8 +32,10 @@ struct baton_comm {
   struct baton__call *calls_free; /* the pool of call objects (call.c) */
   struct baton__call *calls_all;
   struct baton__call *live_first, *live_last; /* issued, not finished, in issue order */
-  uint64_t seq;                               /* calls issued so far: the last call's number */
-  uint32_t shm_calls;                         /* the host's rendezvous numbers taken so far */
+  baton__conn_t **flushers; /* the connections that buffer (TCP), once known (exec.c) */
+  int nflushers, flushers_known;
+  uint64_t seq;       /* calls issued so far: the last call's number */
+  uint32_t shm_calls; /* the host's rendezvous numbers taken so far */
   /* The signature of the call whose step runs now: what the transports
    * stamp on what they send and check what they receive against. */
   baton__sig_t sig;
