@@ -160,7 +160,8 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
   c->group = calloc(n, sizeof *c->group);
   c->to = calloc(n, sizeof *c->to);
   c->from = calloc(n, sizeof *c->from);
-  if (!c->order || !c->host || !c->hosts || !c->group || !c->to || !c->from) {
+  c->flushers = calloc(n, sizeof *c->flushers);
+  if (!c->order || !c->host || !c->hosts || !c->group || !c->to || !c->from || !c->flushers) {
     snprintf(err, errlen, "out of memory for the tables of %d ranks", c->size);
     return BATON_ENOMEM;
   }
@@ -183,6 +184,7 @@ static void free_comm(baton_comm_t *c) {
   free(c->group);
   free(c->to);
   free(c->from);
+  free(c->flushers);
   free(c);
 }
 

@@ -17,6 +17,8 @@ static void call_free(baton__call_t *c) {
   free(c->sched.steps);
   free(c->layout_mem);
   free(c->last_send);
+  free(c->one_span);
+  free(c->span_elems);
   free(c->t0);
   free(c->t1);
   if (c->work)
@@ -35,11 +37,14 @@ static baton__call_t *call_new(baton_comm_t *comm) {
   c->layout_mem = calloc(5 * n, sizeof *c->layout_mem);
   c->last_send = calloc(2 * n, sizeof *c->last_send);
   c->last_recv = c->last_send ? c->last_send + n : NULL;
+  c->one_span = calloc(cap, sizeof *c->one_span);
+  c->span_elems = calloc(cap, sizeof *c->span_elems);
   if (comm->trace) {
     c->t0 = calloc(cap, sizeof *c->t0);
     c->t1 = calloc(cap, sizeof *c->t1);
   }
-  if (!c->sched.steps || !c->layout_mem || !c->last_send || (comm->trace && (!c->t0 || !c->t1))) {
+  if (!c->sched.steps || !c->layout_mem || !c->last_send || !c->one_span || !c->span_elems ||
+      (comm->trace && (!c->t0 || !c->t1))) {
     call_free(c);
     return NULL;
   }
@@ -147,7 +152,7 @@ static size_t sched_work_bytes(const baton__call_t *c) {
     int touches = (baton__step_does(st->kind) & BATON__DOES_LAND) ||
                   (st->kind == BATON__STEP_SEND && st->src == BATON__FROM_WORK);
     for (int j = 0; touches && j < st->n; j++) {
-      int ch = (st->chunk + j) % c->comm->size;
+      int ch = st->chunk + j < c->comm->size ? st->chunk + j : st->chunk + j - c->comm->size;
       size_t end = (l->work_off[ch] + l->len[ch]) * c->elsize;
       if (l->out_off[ch] == BATON__NO_OUT && l->len[ch] && end > most)
         most = end;
@@ -170,6 +175,42 @@ static const baton__algo_t *barrier_algo(const baton_comm_t *comm) {
         (all[i].colls & (1u << BATON__COLL_ALLGATHER)))
       return &all[i];
   return NULL;
+}
+
+/* Whether chunk b follows chunk a both in the mailbox and in INPUT (input)
+ * or in WORK: the output, or the scratch. */
+static int follows(const baton__layout_t *l, int a, int b, int input) {
+  size_t none = BATON__NO_OUT;
+  if (l->box_off[b] != l->box_off[a] + l->len[a])
+    return 0;
+  if (input)
+    return l->in_off[a] != none && l->in_off[b] == l->in_off[a] + l->len[a];
+  if (l->out_off[a] == none || l->out_off[b] == none)
+    return l->out_off[a] == none && l->out_off[b] == none &&
+           l->work_off[b] == l->work_off[a] + l->len[a];
+  return l->out_off[b] == l->out_off[a] + l->len[a];
+}
+
+/* one_span of every mailbox step (call.h). */
+static void find_spans(baton__call_t *c) {
+  const baton__layout_t *l = &c->layout;
+  int size = c->comm->size;
+  for (int i = 0; i < c->sched.nsteps; i++) {
+    const baton__step_t *st = &c->sched.steps[i];
+    int first = -1, last = -1, one = baton__step_does(st->kind) & BATON__DOES_MAILBOX;
+    size_t elems = 0;
+    for (int j = 0; one && j < st->n; j++) {
+      int ch = st->chunk + j < size ? st->chunk + j : st->chunk + j - size;
+      if (!l->len[ch])
+        continue;
+      if (last >= 0 && !follows(l, last, ch, st->kind == BATON__STEP_MAILBOX_PUT))
+        one = 0;
+      first = first < 0 ? ch : first, last = ch;
+      elems += l->len[ch];
+    }
+    c->one_span[i] = one && first >= 0 ? first : -1;
+    c->span_elems[i] = elems;
+  }
 }
 
 /* The call's layout and schedule. */
@@ -205,14 +246,25 @@ static int plan(baton__call_t *c) {
     return baton__fail(comm, BATON_EINTERNAL, "%s: %s could not build its schedule on %d ranks",
                        a->name, c->algo->name, comm->size);
   c->planned.algo = c->algo, c->planned.coll = a->coll, c->planned.count = a->count;
-  c->planned.root = root, c->planned.valid = 1;
+  c->planned.root = root, c->planned.valid = !a->counts;
+  c->planned.maxlen = 0;
+  for (int ch = 0; ch < comm->size; ch++)
+    if (c->layout.len[ch] > c->planned.maxlen)
+      c->planned.maxlen = c->layout.len[ch];
+  c->planned.work_elsize = 0;     /* found again by place() */
+  c->planned.prepared_elsize = 0; /* and by baton__exec_prepare */
+  find_spans(c);
   return 0;
 }
 
 /* Scratch for WORK, then the staged input past it; INPUT and output. */
 static int place(baton__call_t *c) {
   const baton__call_args_t *a = &c->args;
-  size_t work = sched_work_bytes(c), stage_at = (work + 63) & ~(size_t)63;
+  if (c->planned.work_elsize != c->elsize) {
+    c->planned.work_bytes = sched_work_bytes(c);
+    c->planned.work_elsize = c->elsize;
+  }
+  size_t work = c->planned.work_bytes, stage_at = (work + 63) & ~(size_t)63;
   size_t own = a->coll == BATON__COLL_BARRIER ? (size_t)c->comm->size : 0;
   size_t need = stage_at + a->stage + own;
   if (need && work_reserve(c, need) != 0)

@@ -67,6 +67,11 @@ struct baton_request {
     baton__coll_t coll;
     size_t count;
     int root, valid;
+    size_t maxlen;          /* the longest chunk, in elements */
+    size_t work_elsize;     /* work_bytes was found for elements of this size */
+    size_t work_bytes;      /* scratch the schedule needs (call.c) */
+    size_t prepared_elsize; /* x's rounds and segments were found for it (exec.c) */
+    int big;                /* large enough for non-temporal stores */
   } planned;
   size_t *layout_mem; /* the layout's five arrays */
   char *work;         /* scratch: WORK without an output, then the staged input */
@@ -83,16 +88,24 @@ struct baton_request {
    * later call in flight waits for before it uses the same channel
    * (exec.c). Filled when a later call first asks. */
   int *last_send, *last_recv;
+  /* Per step of a mailbox kind: the first chunk of its run when the run's
+   * chunks lie together in INPUT or WORK and in the mailbox (one copy or
+   * one reduction does it), else -1; found with the schedule (call.c). */
+  int *one_span;
+  size_t *span_elems; /* and its elements */
   int last_mailbox;
   int peers_known;
   /* The executor's place (exec.c). */
   struct baton__exec_place {
-    baton__reduce_fn reduce;
+    baton__reduce_fn reduce; /* for reduce_dtype and reduce_op */
+    baton_dtype_t reduce_dtype;
+    baton_op_t reduce_op;
     size_t seg;         /* elements per segment */
     size_t piece;       /* elements per chunk per round */
     size_t round_start; /* elements of every chunk done in earlier rounds */
     size_t maxlen;      /* the longest chunk */
     int stream;         /* write the output with non-temporal stores */
+    size_t room;        /* bytes of a mailbox, while a MAILBOX_PUT runs */
     int next;           /* the next step of the round */
     int done;
     int local; /* size 1: the input still to be copied to the output */

@@ -34,8 +34,10 @@ struct baton_comm {
   struct baton_request *live_first, *live_last; /* issued, not finished, in issue order */
   struct baton__engine *engine;                 /* progress.c: NULL until the first i-call */
   _Atomic int busy;                             /* a thread is inside a call on it (coll.c) */
-  uint64_t seq;                                 /* calls issued so far: the last call's number */
-  uint32_t shm_calls;                           /* the host's rendezvous numbers taken so far */
+  baton__conn_t **flushers; /* the connections that buffer (TCP), once known (exec.c) */
+  int nflushers, flushers_known;
+  uint64_t seq;       /* calls issued so far: the last call's number */
+  uint32_t shm_calls; /* the host's rendezvous numbers taken so far */
   /* The signature of the call whose step runs now: what the transports
    * stamp on what they send and check what they receive against. */
   baton__sig_t sig;
