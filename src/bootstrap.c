@@ -161,7 +161,9 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
   c->to = calloc(n, sizeof *c->to);
   c->from = calloc(n, sizeof *c->from);
   c->flushers = calloc(n, sizeof *c->flushers);
-  if (!c->order || !c->host || !c->hosts || !c->group || !c->to || !c->from || !c->flushers) {
+  c->boxes = calloc(2 * n, sizeof *c->boxes);
+  if (!c->order || !c->host || !c->hosts || !c->group || !c->to || !c->from || !c->flushers ||
+      !c->boxes) {
     snprintf(err, errlen, "out of memory for the tables of %d ranks", c->size);
     return BATON_ENOMEM;
   }
@@ -185,6 +187,7 @@ static void free_comm(baton_comm_t *c) {
   free(c->to);
   free(c->from);
   free(c->flushers);
+  free(c->boxes);
   free(c);
 }
 

@@ -105,7 +105,6 @@ struct baton_request {
     size_t round_start; /* elements of every chunk done in earlier rounds */
     size_t maxlen;      /* the longest chunk */
     int stream;         /* write the output with non-temporal stores */
-    size_t room;        /* bytes of a mailbox, while a MAILBOX_PUT runs */
     int next;           /* the next step of the round */
     int done;
     int local; /* size 1: the input still to be copied to the output */

@@ -36,6 +36,9 @@ struct baton_comm {
   _Atomic int busy;                             /* a thread is inside a call on it (coll.c) */
   baton__conn_t **flushers; /* the connections that buffer (TCP), once known (exec.c) */
   int nflushers, flushers_known;
+  char **boxes;    /* the host's mailboxes, [set * size + rank], once known (exec.c) */
+  size_t box_room; /* and the bytes of each */
+  int boxes_known;
   uint64_t seq;       /* calls issued so far: the last call's number */
   uint32_t shm_calls; /* the host's rendezvous numbers taken so far */
   /* The signature of the call whose step runs now: what the transports

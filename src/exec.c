@@ -302,9 +302,20 @@ int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count,
   return in_count * elsize <= host->ops->mailbox_bytes(host->impl);
 }
 
+/* The host's mailboxes, found once: they stay where they are for the
+ * communicator's life, one set for odd rendezvous and one for even. */
+static void learn_boxes(baton_comm_t *comm) {
+  const baton__net_t *host = comm->host_net;
+  for (int set = 0; set < 2; set++)
+    for (int r = 0; r < comm->size; r++)
+      comm->boxes[set * comm->size + r] = host->ops->mailbox(host->impl, r, (uint32_t)set);
+  comm->box_room = host->ops->mailbox_bytes(host->impl);
+  comm->boxes_known = 1;
+}
+
 static char *box_ptr(const baton__call_t *c, int rank, int chunk) {
-  const baton__net_t *host = c->comm->host_net;
-  char *box = host->ops->mailbox(host->impl, rank, c->rendezvous);
+  const baton_comm_t *comm = c->comm;
+  char *box = comm->boxes[(c->rendezvous & 1) * (uint32_t)comm->size + (uint32_t)rank];
   return box + c->layout.box_off[chunk] * c->elsize;
 }
 
@@ -340,7 +351,7 @@ static int for_each_box_span(baton__call_t *c, int i_step, int input, box_fn fn)
 }
 
 static int put_span(baton__call_t *c, const baton__step_t *st, int first, size_t n) {
-  if ((c->layout.box_off[first] + n) * c->elsize > c->x.room)
+  if ((c->layout.box_off[first] + n) * c->elsize > c->comm->box_room)
     return fail_at(c, st, BATON_EUSAGE, "the message does not fit in a mailbox");
   memcpy(box_ptr(c, c->comm->rank, first), in_ptr(c, first, 0), n * c->elsize);
   return 0;
@@ -348,13 +359,16 @@ static int put_span(baton__call_t *c, const baton__step_t *st, int first, size_t
 
 static int mailbox_put(baton__call_t *c, int i) {
   const baton__step_t *st = &c->sched.steps[i];
-  const baton__net_t *host = c->comm->host_net;
-  c->x.room = host->ops->mailbox_bytes(host->impl);
-  int rc = for_each_box_span(c, i, 1, put_span);
+  baton_comm_t *comm = c->comm;
+  if (!comm->boxes_known)
+    learn_boxes(comm);
+  int rc = c->one_span[i] >= 0 ? put_span(c, st, c->one_span[i], c->span_elems[i])
+                               : for_each_box_span(c, i, 1, put_span);
   if (rc)
     return rc;
   char why[BATON__ERRLEN];
-  rc = host->ops->arrive(host->impl, c->rendezvous, &c->sig, c->comm->params.timeout_s, why,
+  const baton__net_t *host = comm->host_net;
+  rc = host->ops->arrive(host->impl, c->rendezvous, &c->sig, comm->params.timeout_s, why,
                          sizeof why);
   return rc ? fail_at(c, st, rc, why) : 0;
 }
@@ -439,7 +453,9 @@ static int run_step(baton__call_t *c, int i) {
     return mailbox_put(c, i);
   case BATON__STEP_MAILBOX_COPY:
   case BATON__STEP_MAILBOX_REDUCE:
-    return for_each_box_span(c, i, 0, read_span);
+    /* After the put, so the mailboxes are known. */
+    return c->one_span[i] >= 0 ? read_span(c, st, c->one_span[i], c->span_elems[i])
+                               : for_each_box_span(c, i, 0, read_span);
   default:
     return fail_at(c, st, BATON_EINTERNAL, "a step of unknown kind");
   }
