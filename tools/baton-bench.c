@@ -15,6 +15,7 @@
  * include/baton.h declares them: the Makefile greps the header and defines
  * BENCH_HAVE_<name>. A build without one says so for -c <name>.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,12 @@ static void usage(FILE *f) {
              "                          pairwise, or COLL:ALGO,...)\n" BENCH_USAGE_CHECK
              "      --params            print the table of BATON_* knobs and "
              "exit\n"
+             "      --overlap MS        each rank busy MS ms while an iallreduce of -b "
+             "bytes is in\n"
+             "                          flight: busy alone, allreduce alone, both\n"
+             "      --busy cpu|sleep    how --overlap is busy: a fixed arithmetic loop "
+             "(cpu) or\n"
+             "                          away from the CPU (sleep, the default)\n"
              "  -h, --help              this text\n"
              "Sizes are of the whole buffer, as in nccl-tests; time is the "
              "slowest rank's\n"
@@ -246,7 +253,109 @@ static void set_algo(const char *algo) {
     bench_die("-a %s: setenv failed", algo);
 }
 
+/* ---- --overlap MS [--busy cpu|sleep]: what an i-call in flight gains.
+ *
+ * Per iteration, between barriers: the caller busy alone for MS ms; the
+ * allreduce alone (blocking); the iallreduce issued, the caller busy, then
+ * baton_wait. `sleep` is a caller busy away from the CPU (a disk, an
+ * accelerator); `cpu` is a fixed arithmetic loop on its own buffer, sized
+ * once to take MS ms on this rank alone, so that a slower overlapped run
+ * shows what sharing the cores with the progress thread and the transfer
+ * costs. Each figure is the slowest rank's average. */
+
+static double overlap_ms = -1;
+static int overlap_cpu;
+
+static void own_opt(int c, const char *arg) {
+  char *end;
+  if (c == 'O') {
+    overlap_ms = strtod(arg, &end);
+    if (end == arg || *end || overlap_ms < 0 || overlap_ms > 1e6)
+      bench_die("--overlap %s: expected milliseconds in [0, 1e6]", arg);
+  } else if (c == 'B') {
+    if (strcmp(arg, "cpu") && strcmp(arg, "sleep"))
+      bench_die("--busy %s: expected cpu or sleep", arg);
+    overlap_cpu = !strcmp(arg, "cpu");
+  }
+}
+
+static double now(void);
+
+/* The cpu kind of busy: `rounds` passes over a 256 KiB buffer of its own. */
+static volatile double busy_sink;
+static void busy_loop(long rounds) {
+  static double w[1 << 15];
+  double acc = 0;
+  for (long r = 0; r < rounds; r++)
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+      acc += w[i] = w[i] * 0.999 + 1.0;
+  busy_sink = acc;
+}
+
+static long cpu_rounds; /* passes that take overlap_ms on this rank alone */
+static void busy(void) {
+  if (!overlap_cpu) {
+    struct timespec ts = {(time_t)(overlap_ms / 1e3), (long)(fmod(overlap_ms, 1e3) * 1e6)};
+    nanosleep(&ts, NULL);
+    return;
+  }
+  busy_loop(cpu_rounds);
+}
+
+static void calibrate(void) {
+  double t0 = now();
+  long n = 1;
+  while (now() - t0 < 0.05)
+    busy_loop(1), n++;
+  cpu_rounds = (long)((double)n * overlap_ms / 1e3 / (now() - t0) + 0.5);
+}
+
+static void overlap_run(bench_t *b) {
+  size_t count = b->o.min_bytes / sizeof(float);
+  float *in = calloc(count + 1, sizeof *in), *out = calloc(count + 1, sizeof *out);
+  if (!in || !out)
+    bench_die("--overlap: out of memory for %zu bytes", b->o.min_bytes);
+  if (overlap_cpu)
+    calibrate();
+  for (int i = 0; i < b->o.warmup; i++)
+    check_rc(b, baton_allreduce(in, out, count, BATON_FLOAT32, BATON_SUM, b->comm), "warm-up");
+  double t[3] = {0, 0, 0}; /* busy alone, allreduce alone, both */
+  for (int it = 0; it < b->o.iters; it++) {
+    barrier(b);
+    double t0 = now();
+    busy();
+    t[0] += now() - t0;
+    barrier(b);
+    t0 = now();
+    check_rc(b, baton_allreduce(in, out, count, BATON_FLOAT32, BATON_SUM, b->comm), "allreduce");
+    t[1] += now() - t0;
+    barrier(b);
+    t0 = now();
+    baton_request_t *req;
+    check_rc(b, baton_iallreduce(in, out, count, BATON_FLOAT32, BATON_SUM, b->comm, &req),
+             "iallreduce");
+    busy();
+    check_rc(b, baton_wait(req), "baton_wait");
+    t[2] += now() - t0;
+  }
+  for (int k = 0; k < 3; k++)
+    t[k] /= b->o.iters;
+  max_over_ranks(b, t, 3);
+  double longer = t[0] > t[1] ? t[0] : t[1];
+  if (b->rank == 0)
+    printf("# overlap: allreduce of %zu B float32 on %d ranks, busy %s %.3g ms, %d iterations\n"
+           "%-24s %10.3f ms\n%-24s %10.3f ms\n%-24s %10.3f ms   %.3f x the longer, "
+           "%.3f x the sum\n",
+           count * sizeof(float), b->nranks, overlap_cpu ? "cpu" : "sleep", overlap_ms, b->o.iters,
+           "busy alone", t[0] * 1e3, "allreduce alone", t[1] * 1e3, "iallreduce + busy", t[2] * 1e3,
+           t[2] / longer, t[2] / (t[0] + t[1]));
+  free(in);
+  free(out);
+}
+
 static const struct option baton_longopts[] = {{"params", no_argument, NULL, 'P'},
+                                               {"overlap", required_argument, NULL, 'O'},
+                                               {"busy", required_argument, NULL, 'B'},
                                                {NULL, 0, NULL, 0}};
 
 static const bench_prog_t baton_bench = {
@@ -257,6 +366,7 @@ static const bench_prog_t baton_bench = {
     .max_over_ranks = max_over_ranks,
     .sum_over_ranks = sum_over_ranks,
     .longopts = baton_longopts,
+    .own_opt = own_opt,
     .why_not = why_not,
     .algo_help = "an algorithm name for BATON_ALGO",
     .bad_dtype = "expected int8, uint8, int32, uint32, int64, uint64, "
@@ -301,7 +411,11 @@ int main(int argc, char **argv) {
   snprintf(library, sizeof library, "baton %d.%d.%d", BATON_VERSION_MAJOR, BATON_VERSION_MINOR,
            BATON_VERSION_PATCH);
 
-  wrong = bench_run(&b, argc, argv, library);
+  wrong = 0;
+  if (overlap_ms >= 0)
+    overlap_run(&b);
+  else
+    wrong = bench_run(&b, argc, argv, library);
   rc = baton_comm_destroy(comm);
   if (rc != BATON_OK)
     bench_die("baton_comm_destroy: %s", baton_err_name(rc));
