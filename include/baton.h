@@ -13,7 +13,9 @@
  *  - The return value is BATON_OK (0) or a negative error code from the list
  *    below; baton_comm_last_error() then says what failed, on which rank and
  *    peer, in which collective and step.
- *  - Calls on one communicator must not be made from two threads at once.
+ *  - Calls on one communicator must not be made from two threads at once;
+ *    different communicators (a parent and its children included) may be
+ *    used from different threads at once.
  */
 #ifndef BATON_H
 #define BATON_H
@@ -130,6 +132,43 @@ int baton_comm_abort(baton_comm_t *comm);
 /* Frees the communicator. Collective: every rank should call it. NULL is a
  * no-op. */
 int baton_comm_destroy(baton_comm_t *comm);
+
+/*
+ * Communicators made from a communicator. Collective over comm: every rank
+ * of comm calls it, in the same order as comm's collectives.
+ *
+ * The ranks that pass the same color form a new communicator, ranked by
+ * key (ascending) and, for equal keys, by their rank in comm. A rank that
+ * passes BATON_SPLIT_NONE takes part in the exchange and gets *newcomm =
+ * NULL. The new communicator has its own ranks, ring and connections,
+ * made only between the ranks of its group (shared memory between those
+ * that share a host in comm, TCP otherwise); it needs no address of its
+ * own: the exchange rides on comm and on comm's rendezvous store, which
+ * stays up while any communicator made from it lives in rank 0's process.
+ * Communicators made from a new one (nested splits) work the same way.
+ *
+ * Lifetime: the new communicator is independent of comm: either may be
+ * destroyed first (baton_comm_destroy is collective over the communicator
+ * destroyed), and each may be used from its own thread. The store serves
+ * only the setting up of communicators and the causes of failures, so a
+ * communicator keeps working when the process of comm's rank 0 has
+ * destroyed all of its own; a split made after that fails.
+ *
+ * Errors: a NULL comm or newcomm, or a color that is neither >= 0 nor
+ * BATON_SPLIT_NONE, is BATON_EINVAL on the calling rank, before anything is
+ * sent (the other ranks then wait for it as for any collective). On a
+ * failed communicator it returns comm's error, and a failure of comm during
+ * the split is returned as it would be by a collective. When the new
+ * communicator of any group cannot be set up, every rank returns an error
+ * with *newcomm = NULL (that group's code; baton_comm_last_error(comm) says
+ * which rank failed and why), and comm stays usable.
+ *
+ * baton_comm_dup is baton_comm_split with one color and key = rank: a
+ * communicator of the same ranks in the same order.
+ */
+#define BATON_SPLIT_NONE (-1)
+int baton_comm_split(baton_comm_t *comm, int color, int key, baton_comm_t **newcomm);
+int baton_comm_dup(baton_comm_t *comm, baton_comm_t **newcomm);
 
 /* Rank in [0, size) and size; -1 for a NULL comm. */
 int baton_comm_rank(const baton_comm_t *comm);
