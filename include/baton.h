@@ -111,6 +111,13 @@ int baton_comm_init(baton_comm_t **comm);
  * from the environment. The process that made the id must take part.
  * Unless BATON_SECRET is set (then on every rank), the id's random nonce is
  * the secret of the job: only processes that were given the id can join.
+ *
+ * A process may make ids while it has communicators (under baton-run, say):
+ * when BATON_ADDR's port cannot be had (under baton-run the job's rank 0
+ * holds it) the store takes a free port on BATON_ADDR's host, and when that
+ * host is not this machine's (a rank on another host), a free port on the
+ * interface chosen as above. When none of these can be bound the error
+ * (BATON_ESYS, and baton_last_init_error) names every address tried.
  */
 #define BATON_UNIQUE_ID_BYTES 128
 typedef struct {
