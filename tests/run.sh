@@ -289,6 +289,13 @@ split_tests() {
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_split"
   run "test_split -n 5 3 hosts interleaved" 1 "$BUILD/bin/baton-run" -n 5 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0"' "$BUILD/tests/test_split"
+  # BATON_DEBUG=INFO names each new communicator's parent, color, parent
+  # ranks in the new order, links and ring (split 1 reverses the keys).
+  run "test_split -n 3 BATON_DEBUG=INFO" 0 sh -c 'out=$(env BATON_DEBUG=INFO "$0" -n 3 "$1" 2>&1)
+    printf "%s\n" "$out"
+    printf "%s\n" "$out" | grep -q "rank 0 of 3 ready: communicator [0-9a-f]*, split 1 of [0-9a-f]*, color 0, parent ranks 2 1 0, transport shm, .*links to 2 peers by shm and 0 by tcp, ring 0(" &&
+      printf "%s\n" "$out" | grep -q "split 3 of [0-9a-f]*: BATON_SPLIT_NONE"' \
+    "$BUILD/bin/baton-run" "$BUILD/tests/test_split"
   run "test_failure split 4" 1 env BATON_TIMEOUT=20 "$BUILD/tests/test_failure" split 4
   run "test_failure split 4 BATON_TRANSPORT=tcp" 1 env BATON_TIMEOUT=20 BATON_TRANSPORT=tcp \
     "$BUILD/tests/test_failure" split 4
