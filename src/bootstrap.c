@@ -368,14 +368,13 @@ static void log_ready(const baton_comm_t *c, const char *origin) {
                   ntcp, ring);
 }
 
-/* The steps after the ranks, hosts, store and id are known, the same for
- * a communicator from the environment and one from a parent: the ring and
+/* The steps after the ranks, hosts, store, id and knobs (BATON_ALGO's
+ * table included) are known, the same for a communicator from the
+ * environment and one from a parent: the ring and
  * its connections, the call objects, the link costs, the end-of-init
  * barrier. origin ends the INIT line's communicator part. */
 int baton__comm_connect(baton_comm_t *c, const char *origin, char *err, size_t errlen) {
   int rc;
-  if ((rc = baton__algo_parse(c->params.algo, c->forced, err, errlen)) != 0)
-    return rc;
   if (c->params.trace[0] &&
       (rc = baton__trace_open(&c->trace, c->params.trace, c->rank, c->size, err, errlen)) != 0)
     return rc;
@@ -463,7 +462,8 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
   if ((rc = baton__store_connect(host, port, c->params.timeout_s, &c->secret, &c->store, err,
                                  errlen)) != 0)
     goto fail;
-  if ((rc = baton__comm_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
+  if ((rc = baton__algo_parse(c->params.algo, c->forced, err, errlen)) != 0 ||
+      (rc = baton__comm_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
       (rc = share_id(c, err, errlen)) != 0 || (rc = baton__comm_connect(c, "", err, errlen)) != 0)
     goto fail;
   *comm = c;

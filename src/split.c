@@ -53,12 +53,13 @@ static int by_key(const void *a, const void *b) {
   return (x->prank > y->prank) - (x->prank < y->prank);
 }
 
-/* What init learns from the environment, taken from the parent: the knobs,
- * the secret, the store (and the server, where this process has it), the
+/* What init learns from the environment, taken from the parent: the knobs
+ * (and BATON_ALGO's table), the secret, the store (and the server, where this process has it), the
  * host of every member. */
 static int adopt_parent(baton_comm_t *c, const baton_comm_t *parent, const int *prank, char *err,
                         size_t errlen) {
   c->params = parent->params;
+  memcpy(c->forced, parent->forced, sizeof c->forced);
   c->params.rank = c->rank;
   c->params.size = c->size;
   if (c->params.trace[0]) { /* the parent's files keep the parent's steps */
