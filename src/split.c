@@ -2,18 +2,21 @@
  * split.c - communicators made from communicators: baton_comm_split and
  * baton_comm_dup.
  *
- * A split is three steps, the first and last over the parent with its
- * public collectives:
+ * A split is these steps, those over the parent with its public
+ * collectives:
  *  1. an allgather of every rank's (color, key): each rank then knows its
  *     group, its rank in it (by key, then by rank in the parent) and,
  *     from the parent's tables, which of its peers share its memory;
- *  2. the child's set-up among the group's ranks only (bootstrap.c's
- *     steps after the ranks and hosts are known), through the parent's
- *     store: its own client connection, every key prefixed with the
+ *  2. the child's preparation, which touches no peer: knobs, tables and a
+ *     client of the parent's store of its own, every key prefixed with the
  *     child's id, so no two communicators' keys ever meet;
- *  3. an allreduce of the outcome, so that either every rank has its new
- *     communicator or every rank returns an error, and no rank leaves the
- *     split (and perhaps destroys the communicator whose process serves
+ *  3. an allreduce of the outcome over the parent, so that a rank that
+ *     could not prepare never leaves its group waiting for it;
+ *  4. the set-up among the group's ranks only (bootstrap.c's steps after
+ *     the ranks and hosts are known: ring, connections, barrier);
+ *  5. an allreduce of the outcome again, so that either every rank has its
+ *     new communicator or every rank returns an error, and no rank leaves
+ *     the split (and perhaps destroys the communicator whose process serves
  *     the store) while another group still sets up through the store.
  *
  * The child's id is the parent's id mixed with the parent's count of
@@ -106,8 +109,10 @@ static void describe(char *buf, size_t cap, const baton_comm_t *parent, uint32_t
   }
 }
 
-static int make_child(baton_comm_t *parent, const int *prank, int n, int me, int color,
-                      uint32_t serial, baton_comm_t **out, char *err, size_t errlen) {
+/* Step 2a, which touches no peer: the child with its knobs, store client
+ * and tables, or an error. */
+static int prepare_child(baton_comm_t *parent, const int *prank, int n, int me, int color,
+                         uint32_t serial, baton_comm_t **out, char *err, size_t errlen) {
   baton_comm_t *c = calloc(1, sizeof *c);
   if (!c) {
     snprintf(err, errlen, "out of memory");
@@ -116,11 +121,7 @@ static int make_child(baton_comm_t *parent, const int *prank, int n, int me, int
   c->rank = me;
   c->size = n;
   c->id = child_id(parent, serial, color);
-  char origin[600];
-  describe(origin, sizeof origin, parent, serial, color, prank, n);
   int rc = adopt_parent(c, parent, prank, err, errlen);
-  if (rc == BATON_OK)
-    rc = baton__comm_connect(c, origin, err, errlen);
   if (rc != BATON_OK) {
     baton__comm_free(c);
     return rc;
@@ -145,23 +146,56 @@ static int group_of(const int32_t *all, int size, int color, int *prank) {
   return n;
 }
 
-/* A child that the other ranks will not keep: abort tells its peers at once,
- * so that none waits in destroy's barrier for a rank that left. */
-static void discard(baton_comm_t *child) {
-  if (child) {
-    baton_comm_abort(child);
-    baton_comm_destroy(child);
-  }
-}
-
-/* Step 3: the worst outcome over the parent's ranks, with the lowest rank
- * that had it; 0 when every rank has what it asked for. */
+/* The worst outcome over the parent's ranks, with the lowest rank that had
+ * it; 0 when every rank has what it asked for. *arc: the allreduce's own
+ * code (the parent failed meanwhile). */
 static int agree(baton_comm_t *comm, int rc, int *who, int *arc) {
   int64_t mine = rc < 0 ? (int64_t)((uint64_t)(int64_t)rc << 32 | (uint32_t)comm->rank) : 0,
           worst = 0;
   *arc = baton_allreduce(&mine, &worst, 1, BATON_INT64, BATON_MIN, comm);
   *who = (int)(uint32_t)((uint64_t)worst & 0xffffffffu);
-  return worst < 0 ? (int)(worst >> 32) : 0;
+  return *arc ? *arc : worst < 0 ? (int)(worst >> 32) : 0;
+}
+
+/* Step 2 and 3 for one rank of the parent: child is this rank's prepared
+ * child or NULL (BATON_SPLIT_NONE, or rc says why not). The first agreement
+ * comes before any rank connects, so that a rank that could not even
+ * prepare (its store connection, its memory, its BATON_TRACE) never leaves
+ * its group waiting in the set-up for it until BATON_TIMEOUT. */
+static int set_up(baton_comm_t *comm, baton_comm_t **child, int rc, const char *origin, char *err,
+                  size_t errlen) {
+  int who, arc, worst = agree(comm, rc, &who, &arc), connected = 0;
+  if (worst == 0 && *child) {
+    rc = baton__comm_connect(*child, origin, err, errlen);
+    connected = rc == BATON_OK;
+    if (rc != BATON_OK) {
+      baton__comm_free(*child);
+      *child = NULL;
+    }
+  }
+  if (worst == 0)
+    worst = agree(comm, rc, &who, &arc);
+  if (worst == 0)
+    return BATON_OK;
+  if (*child) {
+    /* Every rank discards its new communicator: abort tells its peers, so
+     * none waits in destroy's barrier for a rank that has left. */
+    if (connected) {
+      baton_comm_abort(*child);
+      baton_comm_destroy(*child);
+    } else {
+      baton__comm_free(*child);
+    }
+    *child = NULL;
+  }
+  if (arc != BATON_OK)
+    return arc; /* the parent failed during the split; its error says how */
+  if (rc == BATON_OK)
+    snprintf(err, errlen,
+             "rank %d of this communicator could not set up its new one (%s); every rank's new "
+             "communicator is discarded",
+             who, baton_err_name(worst));
+  return rc != BATON_OK ? rc : worst;
 }
 
 int baton_comm_split(baton_comm_t *comm, int color, int key, baton_comm_t **newcomm) {
@@ -186,7 +220,7 @@ int baton_comm_split(baton_comm_t *comm, int color, int key, baton_comm_t **newc
     return rc;
   }
   uint32_t serial = comm->splits++;
-  char err[BATON__ERRLEN] = "";
+  char err[BATON__ERRLEN] = "", origin[600] = "";
   baton_comm_t *child = NULL;
   int n = color == BATON_SPLIT_NONE ? 0 : group_of(all, comm->size, color, prank), me = 0;
   while (me < n && prank[me] != comm->rank)
@@ -195,32 +229,21 @@ int baton_comm_split(baton_comm_t *comm, int color, int key, baton_comm_t **newc
     snprintf(err, sizeof err, "out of memory");
     rc = BATON_ENOMEM;
   } else if (n > 0) {
-    rc = make_child(comm, prank, n, me, color, serial, &child, err, sizeof err);
+    describe(origin, sizeof origin, comm, serial, color, prank, n);
+    rc = prepare_child(comm, prank, n, me, color, serial, &child, err, sizeof err);
   } else {
     baton__log_info(INIT, "split %u of %016llx: BATON_SPLIT_NONE, no new communicator here", serial,
                     (unsigned long long)comm->id);
   }
   free(all), free(prank);
-  int who, arc, worst = agree(comm, rc, &who, &arc);
-  if (arc != BATON_OK || worst != 0)
-    discard(child);
-  if (arc != BATON_OK)
-    return arc; /* the parent failed during the split; its error says how */
-  if (rc != BATON_OK) {
+  rc = set_up(comm, &child, rc, origin, err, sizeof err);
+  if (rc != BATON_OK && err[0]) {
     snprintf(comm->last_error, sizeof comm->last_error,
-             "baton_comm_split: setting up color %d as rank %d of %d: %.400s", color, me, n, err);
+             "baton_comm_split: color %d, rank %d of %d: %.400s", color, me, n, err);
     baton__log_warn(INIT, "%s: %s", baton_err_name(rc), comm->last_error);
-    return rc;
-  }
-  if (worst != 0) {
-    snprintf(comm->last_error, sizeof comm->last_error,
-             "baton_comm_split: rank %d's group failed to set up (%s); every rank's new "
-             "communicator is discarded",
-             who, baton_err_name(worst));
-    return worst;
   }
   *newcomm = child;
-  return BATON_OK;
+  return rc;
 }
 
 int baton_comm_dup(baton_comm_t *comm, baton_comm_t **newcomm) {

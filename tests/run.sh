@@ -289,6 +289,13 @@ split_tests() {
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_split"
   run "test_split -n 5 3 hosts interleaved" 1 "$BUILD/bin/baton-run" -n 5 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0"' "$BUILD/tests/test_split"
+  # A rank that cannot prepare its child (a BATON_TRACE too long for the
+  # child's trace name): every rank's split fails at once, naming it.
+  run "test_split --one-rank-fails -n 3" 1 "$BUILD/bin/baton-run" -n 3 sh -c '
+    f=/tmp/baton-split-$$-$(printf "%0220d" 0)
+    [ "$BATON_RANK" != 1 ] && exec "$0" --one-rank-fails
+    BATON_TRACE=$f.%r "$0" --one-rank-fails; rc=$?; rm -f "$f".*; exit $rc' \
+    "$BUILD/tests/test_split"
   # BATON_DEBUG=INFO names each new communicator's parent, color, parent
   # ranks in the new order, links and ring (split 1 reverses the keys).
   run "test_split -n 3 BATON_DEBUG=INFO" 0 sh -c 'out=$(env BATON_DEBUG=INFO "$0" -n 3 "$1" 2>&1)

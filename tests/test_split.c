@@ -14,9 +14,14 @@
  * their parent and the communicator from the environment are destroyed.
  * Bad arguments are BATON_EINVAL without communicating.
  *
+ * test_split --one-rank-fails: rank 1 cannot prepare its child (run.sh
+ * gives it a BATON_TRACE too long for a child's trace name); every rank's
+ * split must fail at once, naming rank 1, and the parent go on working.
+ *
  * Prints `N passed, M failed` (common.h).
  */
 #include <pthread.h>
+#include <time.h>
 
 #include "common.h"
 #include "ref.h"
@@ -271,9 +276,34 @@ static void outlive_parent(tally_t *t) {
   destroy_checked(t, g, "outlive: destroy");
 }
 
-int main(void) {
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void one_rank_fails(tally_t *t) {
+  baton_comm_t *c = (baton_comm_t *)1;
+  double t0 = seconds();
+  int rc = baton_comm_split(t->comm, 0, t->rank, &c);
+  double took = seconds() - t0;
+  const char *e = baton_comm_last_error(t->comm);
+  if (!tally_record(t, rc == BATON_EUSAGE && c == NULL && took < 5 &&
+                           (t->rank == 1 ? strstr(e, "BATON_TRACE") : strstr(e, "rank 1"))))
+    tally_say(t, "a split with a rank that cannot prepare: %s in %.1f s, %s: %s",
+              baton_err_name(rc), took, c ? "a communicator" : "NULL", e);
+  char why[512] = "";
+  if (!tally_record(t, allreduce_ok(t->comm, 1000, 3, why, sizeof why)))
+    tally_say(t, "the parent after a failed split: %s", why);
+}
+
+int main(int argc, char **argv) {
   tally_t t;
   tally_init(&t);
+  if (argc > 1 && strcmp(argv[1], "--one-rank-fails") == 0) {
+    one_rank_fails(&t);
+    return tally_finish(&t);
+  }
   bad_arguments(&t);
   if (!t.broken)
     plain_splits(&t);
