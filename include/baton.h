@@ -144,31 +144,37 @@ int baton_comm_destroy(baton_comm_t *comm);
  * Communicators made from a communicator. Collective over comm: every rank
  * of comm calls it, in the same order as comm's collectives.
  *
- * The ranks that pass the same color form a new communicator, ranked by
- * key (ascending) and, for equal keys, by their rank in comm. A rank that
- * passes BATON_SPLIT_NONE takes part in the exchange and gets *newcomm =
- * NULL. The new communicator has its own ranks, ring and connections,
- * made only between the ranks of its group (shared memory between those
- * that share a host in comm, TCP otherwise); it needs no address of its
- * own: the exchange rides on comm and on comm's rendezvous store, which
- * stays up while any communicator made from it lives in rank 0's process.
- * Communicators made from a new one (nested splits) work the same way.
+ * The ranks that pass the same color (>= 0) form a new communicator,
+ * ranked by key (ascending) and, for equal keys, by their rank in comm. A
+ * rank that passes BATON_SPLIT_NONE takes part in the exchange and gets
+ * *newcomm = NULL. The new communicator has its own ranks, ring and
+ * connections, made only between the ranks of its group (shared memory
+ * between those that share a host in comm, TCP otherwise). It needs no
+ * address or port of its own: the exchange rides on comm, and the set-up
+ * on the rendezvous store of the communicator comm was made from (at the
+ * root, the one from baton_comm_init or a unique id). Communicators made
+ * from a new one (nested splits) work the same way.
  *
- * Lifetime: the new communicator is independent of comm: either may be
- * destroyed first (baton_comm_destroy is collective over the communicator
- * destroyed), and each may be used from its own thread. The store serves
- * only the setting up of communicators and the causes of failures, so a
- * communicator keeps working when the process of comm's rank 0 has
- * destroyed all of its own; a split made after that fails.
+ * Lifetime: the new communicator is independent of comm. Either may be
+ * destroyed first (baton_comm_destroy is collective over the one
+ * destroyed), and each may be used from its own thread while the other is
+ * used from another. The store keeps serving while the process that serves
+ * it (the root's rank 0) holds any communicator made from the root. It is
+ * needed only to set communicators up and to relay the causes of failures,
+ * so a communicator keeps working after that process has destroyed all of
+ * its own; a split made after that fails (BATON_ETIMEDOUT, after
+ * BATON_TIMEOUT).
  *
  * Errors: a NULL comm or newcomm, or a color that is neither >= 0 nor
  * BATON_SPLIT_NONE, is BATON_EINVAL on the calling rank, before anything is
  * sent (the other ranks then wait for it as for any collective). On a
- * failed communicator it returns comm's error, and a failure of comm during
- * the split is returned as it would be by a collective. When the new
- * communicator of any group cannot be set up, every rank returns an error
- * with *newcomm = NULL (that group's code; baton_comm_last_error(comm) says
- * which rank failed and why), and comm stays usable.
+ * failed communicator it returns comm's error (a child of a failed parent
+ * cannot be made), and a failure of comm during the split is returned as a
+ * collective returns it. When a rank cannot set up its new communicator,
+ * every rank returns an error with *newcomm = NULL: that rank its own, the
+ * others that rank's code, with baton_comm_last_error(comm) naming it; comm
+ * stays usable. A communicator made by a split fails on its own: a lost
+ * rank breaks every communicator that has it, parent and children alike.
  *
  * baton_comm_dup is baton_comm_split with one color and key = rank: a
  * communicator of the same ranks in the same order.
