@@ -13,11 +13,10 @@
  *  - The return value is BATON_OK (0) or a negative error code from the list
  *    below; baton_comm_last_error() then says what failed, on which rank and
  *    peer, in which collective and step.
- *  - Threads: different communicators may be used from different threads at
- *    once. Calls on one communicator (blocking ones and i-calls alike) must
- *    not be made from two threads at once: the second is BATON_EUSAGE,
- *    detected, not undefined. A request may be waited on or tested from any
- *    thread, once.
+ *  - Threads: different communicators (a parent and its children included) may
+ *    be used from different threads at once. Calls on one communicator (blocking ones and i-calls
+ * alike) must not be made from two threads at once: the second is BATON_EUSAGE, detected, not
+ * undefined. A request may be waited on or tested from any thread, once.
  */
 #ifndef BATON_H
 #define BATON_H
@@ -113,6 +112,13 @@ int baton_comm_init(baton_comm_t **comm);
  * from the environment. The process that made the id must take part.
  * Unless BATON_SECRET is set (then on every rank), the id's random nonce is
  * the secret of the job: only processes that were given the id can join.
+ *
+ * A process may make ids while it has communicators (under baton-run, say):
+ * when BATON_ADDR's port cannot be had (under baton-run the job's rank 0
+ * holds it) the store takes a free port on BATON_ADDR's host, and when that
+ * host is not this machine's (a rank on another host), a free port on the
+ * interface chosen as above. When none of these can be bound the error
+ * (BATON_ESYS, and baton_last_init_error) names every address tried.
  */
 #define BATON_UNIQUE_ID_BYTES 128
 typedef struct {
@@ -134,6 +140,49 @@ int baton_comm_abort(baton_comm_t *comm);
 /* Frees the communicator. Collective: every rank should call it. NULL is a
  * no-op. */
 int baton_comm_destroy(baton_comm_t *comm);
+
+/*
+ * Communicators made from a communicator. Collective over comm: every rank
+ * of comm calls it, in the same order as comm's collectives.
+ *
+ * The ranks that pass the same color (>= 0) form a new communicator,
+ * ranked by key (ascending) and, for equal keys, by their rank in comm. A
+ * rank that passes BATON_SPLIT_NONE takes part in the exchange and gets
+ * *newcomm = NULL. The new communicator has its own ranks, ring and
+ * connections, made only between the ranks of its group (shared memory
+ * between those that share a host in comm, TCP otherwise). It needs no
+ * address or port of its own: the exchange rides on comm, and the set-up
+ * on the rendezvous store of the communicator comm was made from (at the
+ * root, the one from baton_comm_init or a unique id). Communicators made
+ * from a new one (nested splits) work the same way.
+ *
+ * Lifetime: the new communicator is independent of comm. Either may be
+ * destroyed first (baton_comm_destroy is collective over the one
+ * destroyed), and each may be used from its own thread while the other is
+ * used from another. The store keeps serving while the process that serves
+ * it (the root's rank 0) holds any communicator made from the root. It is
+ * needed only to set communicators up and to relay the causes of failures,
+ * so a communicator keeps working after that process has destroyed all of
+ * its own; a split made after that fails (BATON_ETIMEDOUT, after
+ * BATON_TIMEOUT).
+ *
+ * Errors: a NULL comm or newcomm, or a color that is neither >= 0 nor
+ * BATON_SPLIT_NONE, is BATON_EINVAL on the calling rank, before anything is
+ * sent (the other ranks then wait for it as for any collective). On a
+ * failed communicator it returns comm's error (a child of a failed parent
+ * cannot be made), and a failure of comm during the split is returned as a
+ * collective returns it. When a rank cannot set up its new communicator,
+ * every rank returns an error with *newcomm = NULL: that rank its own, the
+ * others that rank's code, with baton_comm_last_error(comm) naming it; comm
+ * stays usable. A communicator made by a split fails on its own: a lost
+ * rank breaks every communicator that has it, parent and children alike.
+ *
+ * baton_comm_dup is baton_comm_split with one color and key = rank: a
+ * communicator of the same ranks in the same order.
+ */
+#define BATON_SPLIT_NONE (-1)
+int baton_comm_split(baton_comm_t *comm, int color, int key, baton_comm_t **newcomm);
+int baton_comm_dup(baton_comm_t *comm, baton_comm_t **newcomm);
 
 /* Rank in [0, size) and size; -1 for a NULL comm. */
 int baton_comm_rank(const baton_comm_t *comm);

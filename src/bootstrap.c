@@ -7,7 +7,12 @@
  * ring: shared memory inside a host, TCP between hosts. Everything a
  * collective needs later (schedule, chunk layout, channels) is allocated
  * here, once, and the end-of-init barrier keeps every rank in init until
- * all are ready. baton_comm_destroy undoes it. Failures are fail.c's, the
+ * all are ready. baton_comm_destroy undoes it.
+ *
+ * A communicator made from another (split.c) learns its ranks, hosts and
+ * store from its parent instead of the environment, and shares the rest:
+ * baton__comm_tables, then baton__comm_connect (ring, connections, costs,
+ * barrier, the INIT line), and baton__comm_free. Failures are fail.c's, the
  * unique id's registry is uniqueid.c's.
  */
 #include <stdio.h>
@@ -152,7 +157,7 @@ static int read_identity(baton_comm_t *c, const given_t *given, char *host, size
                                host, hostlen, port, err, errlen);
 }
 
-static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
+int baton__comm_tables(baton_comm_t *c, char *err, size_t errlen) {
   size_t n = (size_t)c->size;
   c->order = calloc(n, sizeof *c->order);
   c->host = calloc(n, sizeof *c->host);
@@ -170,7 +175,7 @@ static int alloc_tables(baton_comm_t *c, char *err, size_t errlen) {
   return 0;
 }
 
-static void free_comm(baton_comm_t *c) {
+void baton__comm_free(baton_comm_t *c) {
   baton__trace_close(c->trace);
   baton__select_free(c);
   for (int i = 0; i < c->nnet; i++)
@@ -340,9 +345,10 @@ static int init_barrier(baton_comm_t *c, char *err, size_t errlen) {
   return rc;
 }
 
-static void log_ready(const baton_comm_t *c) {
+static void log_ready(const baton_comm_t *c, const char *origin) {
   char ring[1024];
   size_t off = 0;
+  int nshm = 0, ntcp = 0;
   for (int i = 0; i < c->size && off < sizeof ring - 96; i++) {
     int r = c->order[i], q = c->order[(i + 1) % c->size];
     int shm = c->group[r] == c->group[q] && strcmp(c->params.transport, "tcp") != 0;
@@ -352,11 +358,62 @@ static void log_ready(const baton_comm_t *c) {
   }
   if (c->size > 1 && off < sizeof ring - 16)
     snprintf(ring + off, sizeof ring - off, "%d", c->order[0]);
+  for (int r = 0; r < c->size; r++)
+    if (c->to[r]) {
+      int shm = c->group[r] == c->group[c->rank] && strcmp(c->params.transport, "tcp") != 0;
+      nshm += shm, ntcp += !shm;
+    }
   char nets[32] = "shm"; /* a single rank: nothing, but it would be */
   for (int i = 0, k = 0; i < c->nnet; i++)
     k += snprintf(nets + k, sizeof nets - (size_t)k, "%s%s", i ? "+" : "", c->net[i].ops->name);
-  baton__log_info(INIT, "rank %d of %d ready: transport %s, segment %zu bytes, ring %s", c->rank,
-                  c->size, nets, c->slot_bytes, ring);
+  baton__log_info(INIT,
+                  "rank %d of %d ready: communicator %016llx%s, transport %s, segment %zu bytes, "
+                  "links to %d peers by shm and %d by tcp, ring %s",
+                  c->rank, c->size, (unsigned long long)c->id, origin, nets, c->slot_bytes, nshm,
+                  ntcp, ring);
+}
+
+/* The steps after the ranks, hosts, store, id and knobs (BATON_ALGO's
+ * table included) are known, the same for a communicator from the
+ * environment and one from a parent: the ring and
+ * its connections, the call objects, the link costs, the end-of-init
+ * barrier. origin ends the INIT line's communicator part. */
+int baton__comm_connect(baton_comm_t *c, const char *origin, char *err, size_t errlen) {
+  int rc;
+  if (c->params.trace[0] &&
+      (rc = baton__trace_open(&c->trace, c->params.trace, c->rank, c->size, err, errlen)) != 0)
+    return rc;
+  if ((rc = baton__calls_init(c)) != 0) {
+    snprintf(err, errlen, "out of memory for the call objects of %d ranks", c->size);
+    return rc;
+  }
+  choose_ring(c);
+  c->watch = (baton__watch_t){baton__comm_check, c};
+  if (c->size > 1 && (rc = connect_ring(c, baton__store_host(c->store), err, errlen)) != 0)
+    return rc;
+  for (int r = 0; r < c->size; r++) {
+    baton__conn_t *k[2] = {c->to[r], c->from[r]};
+    for (int i = 0; i < 2; i++)
+      if (k[i])
+        k[i]->sig = &c->sig, k[i]->self = c->rank;
+  }
+  /* Messages of the other algorithms fit every kind of connection; this
+   * depends on the settings only, so it is the same on every rank. */
+  c->stream_slot_bytes = c->params.pair_segment_bytes < c->params.segment_bytes
+                             ? c->params.pair_segment_bytes
+                             : c->params.segment_bytes;
+  if (c->params.tcp_segment_bytes < c->stream_slot_bytes)
+    c->stream_slot_bytes = c->params.tcp_segment_bytes;
+  c->stream_slot_bytes = c->stream_slot_bytes / 64 * 64;
+  if ((rc = baton__select_init(c, err, errlen)) != 0)
+    return rc;
+  for (int i = 0; i < c->nnet; i++)
+    c->net[i].ops->watch(c->net[i].impl, &c->watch);
+  c->shm_calls = 1; /* the set-up rendezvous */
+  if (c->size > 1 && (rc = init_barrier(c, err, errlen)) != 0)
+    return rc;
+  log_ready(c, origin);
+  return BATON_OK;
 }
 
 /* ----------------------------------------------------------------- init */
@@ -411,47 +468,14 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
                                  errlen)) != 0)
     goto fail;
   if ((rc = baton__algo_parse(c->params.algo, c->forced, err, errlen)) != 0 ||
-      (rc = alloc_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
-      (rc = share_id(c, err, errlen)) != 0)
+      (rc = baton__comm_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
+      (rc = share_id(c, err, errlen)) != 0 || (rc = baton__comm_connect(c, "", err, errlen)) != 0)
     goto fail;
-  if (c->params.trace[0] &&
-      (rc = baton__trace_open(&c->trace, c->params.trace, c->rank, c->size, err, errlen)) != 0)
-    goto fail;
-  if ((rc = baton__calls_init(c)) != 0) {
-    snprintf(err, errlen, "out of memory for the call objects of %d ranks", c->size);
-    goto fail;
-  }
-  choose_ring(c);
-  c->watch = (baton__watch_t){baton__comm_check, c};
-  if (c->size > 1 && (rc = connect_ring(c, host, err, errlen)) != 0)
-    goto fail;
-  for (int r = 0; r < c->size; r++) {
-    baton__conn_t *k[2] = {c->to[r], c->from[r]};
-    for (int i = 0; i < 2; i++)
-      if (k[i])
-        k[i]->sig = &c->sig, k[i]->self = c->rank;
-  }
-  /* Messages of the other algorithms fit every kind of connection; this
-   * depends on the settings only, so it is the same on every rank. */
-  c->stream_slot_bytes = c->params.pair_segment_bytes < c->params.segment_bytes
-                             ? c->params.pair_segment_bytes
-                             : c->params.segment_bytes;
-  if (c->params.tcp_segment_bytes < c->stream_slot_bytes)
-    c->stream_slot_bytes = c->params.tcp_segment_bytes;
-  c->stream_slot_bytes = c->stream_slot_bytes / 64 * 64;
-  if ((rc = baton__select_init(c, err, errlen)) != 0)
-    goto fail;
-  for (int i = 0; i < c->nnet; i++)
-    c->net[i].ops->watch(c->net[i].impl, &c->watch);
-  c->shm_calls = 1; /* the set-up rendezvous */
-  if (c->size > 1 && (rc = init_barrier(c, err, errlen)) != 0)
-    goto fail;
-  log_ready(c);
   *comm = c;
   return BATON_OK;
 fail:
   baton__log_warn(INIT, "baton_comm_init failed: %s: %s", baton_err_name(rc), err);
-  free_comm(c);
+  baton__comm_free(c);
   return rc;
 }
 
@@ -494,7 +518,7 @@ int baton_comm_destroy(baton_comm_t *comm) {
    * cause (explain()): the store outlives the failure by a moment. */
   if (comm->fatal_rc && comm->server && baton__reaches_other_hosts(comm))
     usleep(1000 * 1000);
-  free_comm(comm);
+  baton__comm_free(comm);
   return rc;
 }
 

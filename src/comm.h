@@ -11,10 +11,14 @@
 struct baton_comm {
   int rank, size;
   baton__params_t params;
-  baton__secret_t secret;        /* BATON_SECRET; every connection proves it */
-  baton__store_server_t *server; /* rank 0 only */
-  baton__store_t *store;
-  uint64_t id;                /* random, the same on every rank */
+  baton__secret_t secret; /* BATON_SECRET; every connection proves it */
+  /* The store: served in the process of rank 0 of the communicator made
+   * from the environment or a unique id, and held (baton__store_hold) by
+   * each communicator of that process made from it; the others NULL. */
+  baton__store_server_t *server;
+  baton__store_t *store;      /* this communicator's client; a child's keys have a prefix */
+  uint64_t id;                /* random, or derived from the parent's; the same on every rank */
+  uint32_t splits;            /* baton_comm_split calls so far: numbers the children (split.c) */
   char (*hosts)[64];          /* host name of every rank, for people */
   int *group;                 /* per rank: lowest rank sharing its memory */
   int one_host;               /* every rank shares this rank's memory */
@@ -67,6 +71,15 @@ int baton__init_barrier(baton_comm_t *comm);
 int baton__comm_check(void *ctx, char *why, size_t whylen);
 /* Some rank is reached other than through this host's memory (TCP). */
 int baton__reaches_other_hosts(const baton_comm_t *comm);
+
+/* The steps of creating a communicator that one made from the environment
+ * and one made from a parent share (bootstrap.c): the tables of size
+ * ranks; everything after ranks, hosts, store and id are known (origin ends
+ * the communicator part of the INIT line); and freeing it, whole or in
+ * part, without a barrier. */
+int baton__comm_tables(baton_comm_t *c, char *err, size_t errlen);
+int baton__comm_connect(baton_comm_t *c, const char *origin, char *err, size_t errlen);
+void baton__comm_free(baton_comm_t *c);
 
 /* What baton_last_init_error returns (bootstrap.c; uniqueid.c writes it too). */
 extern char baton__init_error[BATON__ERRLEN];

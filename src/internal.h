@@ -126,6 +126,10 @@ typedef struct baton__store baton__store_t;
  * handshake of auth.h within timeout_s before any request is read. */
 int baton__store_serve(const char *host, int port, const baton__secret_t *secret, double timeout_s,
                        baton__store_server_t **out, char *err, size_t errlen);
+/* Held by every communicator of this process that was made from the one
+ * that started it (its children, theirs, ...): hold adds a holder, stop
+ * drops one, and the last stop stops the server. */
+baton__store_server_t *baton__store_hold(baton__store_server_t *srv);
 void baton__store_stop(baton__store_server_t *srv);
 /* The port it listens on (useful after asking for port 0). */
 int baton__store_port(const baton__store_server_t *srv);
@@ -142,6 +146,16 @@ int baton__store_set(baton__store_t *st, const char *key, const void *val, size_
 int baton__store_get(baton__store_t *st, const char *key, void *val, size_t cap, size_t *len,
                      double timeout_s, char *err, size_t errlen);
 void baton__store_close(baton__store_t *st);
+/* A second client of the store that parent talks to (same address, same
+ * secret, its own connection), whose keys all begin with prefix: a child
+ * communicator's, so that its keys never meet its parent's or a sibling's.
+ * Its own connection, so that communicators used from different threads
+ * never wait on each other's requests. */
+#define BATON__STORE_PREFIX_MAX 40
+int baton__store_open_child(const baton__store_t *parent, const char *prefix, baton__store_t **out,
+                            char *err, size_t errlen);
+/* The host it connects to (the rendezvous, for choosing an interface). */
+const char *baton__store_host(const baton__store_t *st);
 
 /* Splits "host:port" (host may be [v6]); BATON_EUSAGE naming `what` when
  * malformed. */

@@ -82,6 +82,12 @@ struct baton__store {
   int broken; /* a request failed half-way; the stream is out of step */
   double timeout_s;
   char addr[300];
+  /* What it takes to open another client of the same store (a child
+   * communicator's): where it is and the secret it wants. */
+  char host[256];
+  int port;
+  baton__secret_t secret;
+  char prefix[BATON__STORE_PREFIX_MAX + 1]; /* put before every key */
 };
 
 /* One request in progress: what every error message names. */
@@ -165,15 +171,16 @@ static int send_failed(req_t *q, int rc) {
 static int request(req_t *q, unsigned op, const void *val, uint32_t vlen, unsigned want,
                    baton__store_hdr_t *rh) {
   uint8_t buf[BATON__STORE_HDR + BATON__STORE_KEY_MAX];
-  size_t klen = strlen(q->key);
+  size_t plen = strlen(q->st->prefix), klen = strlen(q->key);
   char why[128];
   int rc;
 
   if (q->st->broken)
     return req_fail(q, BATON_EREMOTE, "the connection is unusable after an earlier failure", NULL);
-  baton__store_hdr_pack(buf, op, (uint32_t)klen, vlen);
-  memcpy(buf + BATON__STORE_HDR, q->key, klen);
-  if ((rc = xfer(q, 1, buf, BATON__STORE_HDR + klen)) != BATON_OK ||
+  baton__store_hdr_pack(buf, op, (uint32_t)(plen + klen), vlen);
+  memcpy(buf + BATON__STORE_HDR, q->st->prefix, plen);
+  memcpy(buf + BATON__STORE_HDR + plen, q->key, klen);
+  if ((rc = xfer(q, 1, buf, BATON__STORE_HDR + plen + klen)) != BATON_OK ||
       (vlen && (rc = xfer(q, 1, (void *)val, vlen)) != BATON_OK))
     return send_failed(q, rc);
   if ((rc = xfer(q, 0, buf, BATON__STORE_HDR)) != BATON_OK)
@@ -191,7 +198,10 @@ static int request(req_t *q, unsigned op, const void *val, uint32_t vlen, unsign
 
 static int check_key(req_t *q, const void *val, size_t len, size_t max) {
   size_t klen = q->key ? strlen(q->key) : 0;
-  if (!q->st || !q->key || klen == 0 || klen > BATON__STORE_KEY_MAX || len > max || (len && !val)) {
+  if (q->st)
+    klen += strlen(q->st->prefix);
+  if (!q->st || !q->key || !q->key[0] || klen > BATON__STORE_KEY_MAX || len > max ||
+      (len && !val)) {
     snprintf(q->err, q->errlen, "store %s: bad arguments (key length %zu, value length %zu)",
              q->what, klen, len);
     return BATON_EINVAL;
@@ -281,6 +291,10 @@ int baton__store_connect(const char *host, int port, double timeout_s,
     return BATON_ENOMEM;
   }
   st->timeout_s = timeout_s;
+  snprintf(st->host, sizeof st->host, "%s", host);
+  st->port = port;
+  if (secret)
+    st->secret = *secret;
   baton__store_format_addr(st->addr, sizeof st->addr, host, port);
   while ((st->fd = connect_once(host, port, deadline, why, sizeof why)) < 0) {
     double left = deadline - baton__now();
@@ -308,6 +322,23 @@ fail_auth:
   free(st);
   return rc;
 }
+
+int baton__store_open_child(const baton__store_t *parent, const char *prefix, baton__store_t **out,
+                            char *err, size_t errlen) {
+  if (strlen(prefix) > BATON__STORE_PREFIX_MAX) {
+    *out = NULL;
+    snprintf(err, errlen, "store: key prefix \"%s\" is longer than %d bytes", prefix,
+             BATON__STORE_PREFIX_MAX);
+    return BATON_EINVAL;
+  }
+  int rc = baton__store_connect(parent->host, parent->port, parent->timeout_s, &parent->secret, out,
+                                err, errlen);
+  if (rc == BATON_OK)
+    snprintf((*out)->prefix, sizeof(*out)->prefix, "%s", prefix);
+  return rc;
+}
+
+const char *baton__store_host(const baton__store_t *st) { return st->host; }
 
 void baton__store_close(baton__store_t *st) {
   if (!st)

@@ -1,6 +1,7 @@
 /*
  * store_server.c - the rendezvous store's server, which rank 0 runs for the
- * life of a communicator. The wire format is in store.h.
+ * life of a communicator and of the communicators made from it (in its
+ * process, each holds it once more). The wire format is in store.h.
  *
  * The server is one thread around poll(). A client has one request in flight
  * at a time: while its reply is being written, or while its GET is parked on
@@ -19,6 +20,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,7 @@ typedef struct {
 } conn_t;
 
 struct baton__store_server {
+  _Atomic int holders; /* communicators of this process that use it (baton__store_hold) */
   pthread_t thread;
   int lfd, wakefd;
   char addr[300];
@@ -481,7 +484,8 @@ static int listen_on(baton__store_server_t *srv, const char *host, int port, cha
   }
   freeaddrinfo(res);
   if (srv->lfd < 0) {
-    snprintf(err, errlen, "store: cannot listen on %s: %s", srv->addr, strerror(saved));
+    snprintf(err, errlen, "store: cannot listen on %s%s: %s", srv->addr,
+             port ? "" : " (any free port)", strerror(saved));
     return BATON_ESYS;
   }
   return BATON_OK;
@@ -531,6 +535,7 @@ int baton__store_serve(const char *host, int port, const baton__secret_t *secret
     goto fail_thread;
   }
   baton__log_info(BOOT, "store: serving on %s", srv->addr);
+  atomic_init(&srv->holders, 1);
   *out = srv;
   return BATON_OK;
 
@@ -544,10 +549,16 @@ fail_alloc:
   return rc;
 }
 
+baton__store_server_t *baton__store_hold(baton__store_server_t *srv) {
+  if (srv)
+    atomic_fetch_add(&srv->holders, 1);
+  return srv;
+}
+
 void baton__store_stop(baton__store_server_t *srv) {
   uint64_t one = 1;
 
-  if (!srv)
+  if (!srv || atomic_fetch_sub(&srv->holders, 1) > 1)
     return;
   if (write(srv->wakefd, &one, sizeof one) != sizeof one)
     baton__log_warn(BOOT, "store %s: cannot wake the server thread: %s", srv->addr,

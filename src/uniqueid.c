@@ -1,7 +1,8 @@
 /*
  * uniqueid.c - the unique id of baton_comm_init_rank: baton_get_unique_id
- * starts the store that the communicator will use and writes its address
- * and a nonce into the id; the store waits in this process's registry until
+ * starts the store that the communicator will use (on a port of its own,
+ * also in a process that has communicators) and writes its address and a
+ * nonce into the id; the store waits in this process's registry until
  * baton_comm_init_rank, given that id, adopts it.
  */
 #include <pthread.h>
@@ -35,28 +36,56 @@ int baton__unique_id_parse(const baton_unique_id_t *id, char *addr, size_t addrl
   return 0;
 }
 
+/* The store of a new id: on BATON_ADDR when that can be bound; else (its
+ * port held, as under baton-run by the job's rank 0) a free port on its
+ * host; else (its host is another machine's) a free port on the interface
+ * of BATON_SOCKET_IFNAME or the first one that is up. Without BATON_ADDR,
+ * only the last. host gets the address served on; err names every address
+ * tried when none could be bound. */
+static int serve_id_store(const baton__params_t *p, const baton__secret_t *secret, char *host,
+                          size_t hostlen, baton__store_server_t **srv, char *err, size_t errlen) {
+  char ip[64] = "127.0.0.1", tried[3][BATON__ERRLEN / 3];
+  int port = 0, ntried = 0, rc = BATON_ESYS;
+  if (p->addr[0]) {
+    if ((rc = baton__parse_hostport(p->addr, "BATON_ADDR", host, hostlen, &port, err, errlen)) != 0)
+      return rc;
+    int ports[2] = {port, 0};
+    for (int i = 0; i < 2; i++) {
+      if ((rc = baton__store_serve(host, ports[i], secret, p->timeout_s, srv, tried[ntried],
+                                   sizeof tried[0])) == BATON_OK)
+        return BATON_OK;
+      baton__log_info(BOOT, "unique id: %s", tried[ntried++]);
+    }
+  }
+  if (baton__pick_local_ip(p->socket_ifname, "", ip, sizeof ip, err, errlen) != 0) {
+    if (p->socket_ifname[0])
+      return BATON_EUSAGE;
+    snprintf(ip, sizeof ip, "127.0.0.1"); /* no network: this host only */
+  }
+  if (!p->addr[0] || strcmp(ip, host) != 0) {
+    snprintf(host, hostlen, "%s", ip);
+    if ((rc = baton__store_serve(host, 0, secret, p->timeout_s, srv, tried[ntried],
+                                 sizeof tried[0])) == BATON_OK)
+      return BATON_OK;
+    ntried++;
+  }
+  size_t off = (size_t)snprintf(err, errlen, "baton_get_unique_id: no address to serve on:");
+  for (int i = 0; i < ntried && off < errlen; i++)
+    off += (size_t)snprintf(err + off, errlen - off, "%s %s", i ? ";" : "", tried[i]);
+  return rc;
+}
+
 int baton_get_unique_id(baton_unique_id_t *id) {
-  char *err = baton__init_error, host[256] = "", ip[64] = "127.0.0.1";
+  char *err = baton__init_error, host[256] = "";
   size_t errlen = sizeof baton__init_error;
   baton__params_t p;
-  int port = 0, rc;
+  int rc;
   if (!id) {
     snprintf(err, errlen, "baton_get_unique_id: id is NULL");
     return BATON_EINVAL;
   }
   if ((rc = baton__params_load(&p, err, errlen)) != 0)
     return rc;
-  if (p.addr[0]) {
-    if ((rc = baton__parse_hostport(p.addr, "BATON_ADDR", host, sizeof host, &port, err, errlen)) !=
-        0)
-      return rc;
-  } else if (baton__pick_local_ip(p.socket_ifname, "", ip, sizeof ip, err, errlen) != 0) {
-    if (p.socket_ifname[0])
-      return BATON_EUSAGE;
-    snprintf(ip, sizeof ip, "127.0.0.1"); /* no network: this host only */
-  }
-  if (!host[0])
-    snprintf(host, sizeof host, "%s", ip);
   unsigned char r[16];
   FILE *f = fopen("/dev/urandom", "rb");
   int got = f && fread(r, sizeof r, 1, f) == 1;
@@ -72,7 +101,7 @@ int baton_get_unique_id(baton_unique_id_t *id) {
   baton__secret_t secret; /* as load_secret() will choose it */
   baton__store_server_t *srv;
   if ((rc = baton__secret_set(&secret, p.secret[0] ? p.secret : nonce, err, errlen)) != 0 ||
-      (rc = baton__store_serve(host, port, &secret, p.timeout_s, &srv, err, errlen)) != 0)
+      (rc = serve_id_store(&p, &secret, host, sizeof host, &srv, err, errlen)) != 0)
     return rc;
   baton__store_format_addr(addr, sizeof addr, host, baton__store_port(srv));
   memset(id, 0, sizeof *id);

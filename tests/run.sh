@@ -38,6 +38,8 @@
 # segments, and once with the flat algorithm for every size; TCP, mixed and
 # emulated-host sweeps; test_coll with BATON_ALGO=rhd, rd, tree, naive and
 # hier; test_calls (two calls of one communicator interleaved step by step);
+# test_split (communicators made from communicators) with its kill test,
+# unique ids in a process that has a communicator and examples/split_overlap;
 # test_failure (lost ranks, aborts, mismatched calls) and test_abort_signal
 # (baton_comm_abort from a signal handler); test_cluster.sh
 # and test_linkbreak.sh (root only); the unique-id and MPI starts; test_api
@@ -50,12 +52,13 @@
 # the quick collective sweeps, the API test and test_hostile run again under
 # ASan+UBSan with leak detection. A ThreadSanitizer pass (`make TSAN=1`,
 # build-tsan/) runs the threaded parts: test_store, test_auth, test_coll
-# --quick at 2 and 3 ranks, test_api, test_hostile and test_fault exit. Last,
+# --quick at 2 and 3 ranks, test_api, test_hostile, test_split (two
+# threads, each driving its own child) and test_fault exit. Last,
 # each fuzz target of tests/fuzz/ runs for FUZZ_SECONDS.
 #
 # --quick: the unit tests, test_coll --quick at 1..4 ranks and once at 3
 # through the ring with 256-byte segments, test_api at 1 and 2 ranks,
-# test_failure and test_fault.
+# test_failure, test_calls, test_split at 3 ranks and test_fault.
 #
 # Environment:
 #   BUILD=build          the default build that `make` produced
@@ -291,6 +294,46 @@ api_tests() {
     run "test_api -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_api"
   done
 }
+# Communicators made from communicators (test_split: every kind of split,
+# nested, interleaved, two threads, children outliving their parents) on
+# shared memory, TCP, 2 hosts x 2 ranks and 3 hosts interleaved; a killed
+# rank under a parent and its child; a second communicator from a unique
+# id in a process that has one; the 2 x 2 groups example.
+split_tests() {
+  for n in 1 2 3 4 5; do
+    run "test_split -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_split"
+    run "test_split -n $n BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp "$BUILD/bin/baton-run" \
+      -n "$n" "$BUILD/tests/test_split"
+  done
+  run "test_split -n 4 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
+    sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_split"
+  run "test_split -n 5 3 hosts interleaved" 1 "$BUILD/bin/baton-run" -n 5 \
+    sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0"' "$BUILD/tests/test_split"
+  # A rank that cannot prepare its child (a BATON_TRACE too long for the
+  # child's trace name): every rank's split fails at once, naming it.
+  run "test_split --one-rank-fails -n 3" 1 "$BUILD/bin/baton-run" -n 3 sh -c '
+    f=/tmp/baton-split-$$-$(printf "%0220d" 0)
+    [ "$BATON_RANK" != 1 ] && exec "$0" --one-rank-fails
+    BATON_TRACE=$f.%r "$0" --one-rank-fails; rc=$?; rm -f "$f".*; exit $rc' \
+    "$BUILD/tests/test_split"
+  # BATON_DEBUG=INFO names each new communicator's parent, color, parent
+  # ranks in the new order, links and ring (split 1 reverses the keys).
+  run "test_split -n 3 BATON_DEBUG=INFO" 0 sh -c 'out=$(env BATON_DEBUG=INFO "$0" -n 3 "$1" 2>&1)
+    printf "%s\n" "$out"
+    printf "%s\n" "$out" | grep -q "rank 0 of 3 ready: communicator [0-9a-f]*, split 1 of [0-9a-f]*, color 0, parent ranks 2 1 0, transport shm, .*links to 2 peers by shm and 0 by tcp, ring 0(" &&
+      printf "%s\n" "$out" | grep -q "split 3 of [0-9a-f]*: BATON_SPLIT_NONE"' \
+    "$BUILD/bin/baton-run" "$BUILD/tests/test_split"
+  run "test_failure split 4" 1 env BATON_TIMEOUT=20 "$BUILD/tests/test_failure" split 4
+  run "test_failure split 4 BATON_TRANSPORT=tcp" 1 env BATON_TIMEOUT=20 BATON_TRANSPORT=tcp \
+    "$BUILD/tests/test_failure" split 4
+  run "test_failure split 4 2 hosts x 2 ranks" 1 env BATON_TIMEOUT=20 TEST_HOSTS=2 \
+    "$BUILD/tests/test_failure" split 4
+  run "test_uniqueid --with-comm -n 3" 1 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_uniqueid" \
+    --with-comm
+  run "test_uniqueid --with-comm -n 2 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
+    "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_uniqueid" --with-comm
+  run "examples/split_overlap -n 4" 0 "$BUILD/bin/baton-run" -n 4 "$BUILD/examples/split_overlap"
+}
 # A peer that vanishes or stalls: errors naming it, never a hang.
 fault_tests() {
   run "test_fault exit" 1 env BATON_TIMEOUT=5 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" exit
@@ -309,6 +352,7 @@ quick_suite() {
   failure_tests
   calls_tests
   nonblocking_tests
+  run "test_split -n 3" 1 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_split"
   fault_tests
 }
 
@@ -410,6 +454,7 @@ run "test_coll -n 5 --quick allreduce hier 3 hosts interleaved" 1 env BATON_ALGO
 failure_tests
 calls_tests
 nonblocking_tests
+split_tests
 # The correctness sweep across emulated hosts (network namespaces, TCP
 # between them): 4 hosts over TCP, and 2 hosts x 2 ranks. Skips, saying
 # why, without root or iproute2.
@@ -536,6 +581,8 @@ if build "make TSAN=1" 'tsan *' env -u MAKEFLAGS -u MFLAGS make -j2 TSAN=1; then
     build-tsan/tests/test_nonblocking abort
   run "tsan test_calls -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_calls
   run "tsan test_hostile -n 2" 1 env BATON_TIMEOUT=10 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_hostile 10
+  # Splits, and two children driven from two threads of each rank.
+  run "tsan test_split -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_split
   run "tsan test_fault exit" 1 env BATON_TIMEOUT=5 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_fault exit
   unset TSAN_OPTIONS
 fi

@@ -11,6 +11,10 @@
  *                             thread of rank 0 calls baton_comm_abort, which
  *                             must wake it (EABORTED); rank N-1, arriving
  *                             late, must fail fast too
+ *   test_failure split N      as kill, with a child made by baton_comm_split
+ *                             (one color, keys reversed) beside the parent:
+ *                             every survivor's calls on both fail within 2 s
+ *                             with BATON_EREMOTE
  *   test_failure mismatch N   five ways of calling different things on one
  *                             rank; every rank must return BATON_EMISMATCH
  *                             naming both calls
@@ -108,6 +112,40 @@ static void run_kill(const baton_unique_id_t *id) {
   baton_comm_destroy(comm);
 }
 
+/* ----------------------------------------------------------------- split */
+
+static void run_split_kill(const baton_unique_id_t *id) {
+  baton_comm_t *comm = join(id), *child = NULL;
+  int rc = baton_comm_split(comm, 0, -rank, &child);
+  check(rc == BATON_OK && child, "split: %s", baton_err_name(rc));
+  if (!child)
+    exit(1);
+  float *buf = calloc(BIG, sizeof *buf);
+  int victim = size - 1;
+  for (int i = 0; i < 4; i++) {
+    if (i == 2 && rank == victim)
+      kill(getpid(), SIGKILL);
+    baton_comm_t *on[2] = {comm, child};
+    for (int k = 0; k < 2; k++) {
+      double t0 = now();
+      rc = baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, on[k]);
+      double took = now() - t0;
+      if (i < 2)
+        check(rc == BATON_OK, "%s allreduce %d before the kill: %s", k ? "child" : "parent", i,
+              baton_err_name(rc));
+      else
+        check(rc == BATON_EREMOTE && took < 2.0, "%s allreduce %d after the kill: %s in %.3f s: %s",
+              k ? "child" : "parent", i, baton_err_name(rc), took, baton_comm_last_error(on[k]));
+    }
+  }
+  baton_comm_t *again = (baton_comm_t *)1;
+  rc = baton_comm_split(comm, 0, 0, &again);
+  check(rc == BATON_EREMOTE && !again, "a split of the failed parent: %s", baton_err_name(rc));
+  free(buf);
+  baton_comm_destroy(child);
+  baton_comm_destroy(comm);
+}
+
 /* ----------------------------------------------------------------- abort */
 
 static void *abort_later(void *comm) {
@@ -198,6 +236,8 @@ static void run_mismatch(baton_unique_id_t *ids) {
 static void run(const char *mode, baton_unique_id_t *ids) {
   if (strcmp(mode, "kill") == 0)
     run_kill(&ids[0]);
+  else if (strcmp(mode, "split") == 0)
+    run_split_kill(&ids[0]);
   else if (strcmp(mode, "abort") == 0)
     run_abort(&ids[0]);
   else
@@ -224,9 +264,9 @@ int main(int argc, char **argv) {
     run(argv[2], ids);
     return failed ? 1 : 0;
   }
-  if (argc != 3 ||
-      (strcmp(argv[1], "kill") && strcmp(argv[1], "abort") && strcmp(argv[1], "mismatch"))) {
-    fprintf(stderr, "usage: test_failure kill|abort|mismatch N\n");
+  if (argc != 3 || (strcmp(argv[1], "kill") && strcmp(argv[1], "split") &&
+                    strcmp(argv[1], "abort") && strcmp(argv[1], "mismatch"))) {
+    fprintf(stderr, "usage: test_failure kill|split|abort|mismatch N\n");
     return 2;
   }
   size = atoi(argv[2]);
@@ -262,7 +302,7 @@ int main(int argc, char **argv) {
   for (int r = 1; r < size; r++) {
     int st = 0;
     waitpid(kids[r], &st, 0);
-    int killed = strcmp(argv[1], "kill") == 0 && r == size - 1;
+    int killed = (!strcmp(argv[1], "kill") || !strcmp(argv[1], "split")) && r == size - 1;
     int ok =
         killed ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL : WIFEXITED(st) && WEXITSTATUS(st) == 0;
     if (!ok) {

@@ -9,7 +9,8 @@ The inputs are small integers, so every sum, product and average by 1, 2 or 4
 ranks is exact in every dtype and the comparison is bit for bit whatever the
 order of reduction. Then the error paths: each bad argument raises the
 exception that names it, and a failure inside the library raises BatonError
-with the error's name and baton_comm_last_error(). `stall` mode: rank 0's
+with the error's name and baton_comm_last_error(). Then split and dup.
+`stall` mode: rank 0's
 peers stay away from a collective, and rank 0 must get BATON_ETIMEDOUT.
 Each rank prints `N passed, M failed` and exits 1 on a failure.
 """
@@ -307,6 +308,38 @@ def test_missing_library():
           r.stderr[-300:])
 
 
+def test_split():
+    """split by parity, reversed keys, None on the last rank, dup, nested;
+    each new Comm checked with an allreduce against the reference, and one
+    that outlives a closed parent."""
+    n, r = comm.size, comm.rank
+    for name, color, key, members in [
+            ("parity", r % 2, r, [q for q in range(n) if q % 2 == r % 2]),
+            ("reversed", 0, -r, list(range(n - 1, -1, -1))),
+            ("last None", None if r == n - 1 else 3, r, list(range(n - 1)))]:
+        c = comm.split(color, key)
+        if color is None:
+            check("split %s gives None" % name, c is None, repr(c))
+            continue
+        check("split %s rank/size" % name, c is not None and c.size == len(members) and
+              c.rank == members.index(r), repr(c))
+        got = c.allgather(np.array([r], np.int32))
+        check("split %s order" % name, got.tolist() == members, "%s != %s" % (got, members))
+        x = c.allreduce(np.arange(1000, dtype=np.int64) * (r + 1))
+        want = np.arange(1000, dtype=np.int64) * sum(q + 1 for q in members)
+        check("split %s allreduce" % name, same(x, want))
+        c.close()
+    raises("split color -2", ValueError, "color", comm.split, -2)
+    raises("split key not an int", ValueError, "key", comm.split, 0, 1.5)
+    d = comm.dup()
+    check("dup rank/size", d.rank == r and d.size == n, repr(d))
+    e = d.split(r % 2)  # nested, and it outlives d
+    d.close()
+    x = e.allreduce(np.ones(7, np.float32))
+    check("nested split after its parent closed", same(x, np.full(7, e.size, np.float32)))
+    e.close()
+
+
 def stall():
     """Rank 0 waits in an allreduce its peers never join (BATON_TIMEOUT=1)."""
     if comm.rank == 0:
@@ -334,6 +367,8 @@ else:
     test_more_collectives(counts)
     test_async(counts)
     test_errors()
+    if baton._lib.has("baton_comm_split"):
+        test_split()
     if comm.rank == 0:
         test_missing_library()
     comm.barrier()

@@ -4,11 +4,18 @@
  *
  *   test_uniqueid N       the first process: makes the id, starts N-1
  *                         others, joins as rank 0 and checks an allreduce
+ *   test_uniqueid --with-comm
+ *                         under baton-run: a process that already has a
+ *                         communicator makes an id (rank 0, whose store
+ *                         holds BATON_ADDR's port, then the last rank),
+ *                         hands it round on that communicator, and every
+ *                         rank makes a second communicator; both must work
  *
  * Checks: every rank gets the right allreduce and broadcast results; a
  * damaged id, a NULL id and a rank outside [0, size) are BATON_EINVAL with
  * a message, without touching the network.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +65,20 @@ static void bad_ids(const baton_unique_id_t *good) {
   check(baton_get_unique_id(NULL) == BATON_EINVAL, 0, "baton_get_unique_id(NULL)");
 }
 
+/* An allreduce and a broadcast on comm, with their results checked. */
+static void check_comm(baton_comm_t *comm, int size, int rank) {
+  double v[5], w[5];
+  for (int i = 0; i < 5; i++)
+    v[i] = rank * 10 + i;
+  int rc = baton_allreduce(v, w, 5, BATON_FLOAT64, BATON_SUM, comm);
+  for (int i = 0; i < 5; i++)
+    check(rc == BATON_OK && w[i] == 10.0 * size * (size - 1) / 2 + (double)i * size, rank,
+          "allreduce result");
+  int b = rank == size - 1 ? 4242 : -1;
+  rc = baton_broadcast(&b, &b, 1, BATON_INT32, size - 1, comm);
+  check(rc == BATON_OK && b == 4242, rank, "broadcast result");
+}
+
 static int run_rank(int size, const baton_unique_id_t *id, int rank) {
   baton_comm_t *comm;
   int rc = baton_comm_init_rank(&comm, size, id, rank);
@@ -67,21 +88,60 @@ static int run_rank(int size, const baton_unique_id_t *id, int rank) {
     return 1;
   }
   check(baton_comm_rank(comm) == rank && baton_comm_size(comm) == size, rank, "rank/size");
-  double v[5], w[5];
-  for (int i = 0; i < 5; i++)
-    v[i] = rank * 10 + i;
-  rc = baton_allreduce(v, w, 5, BATON_FLOAT64, BATON_SUM, comm);
-  for (int i = 0; i < 5; i++)
-    check(rc == BATON_OK && w[i] == 10.0 * size * (size - 1) / 2 + (double)i * size, rank,
-          "allreduce result");
-  int b = rank == size - 1 ? 4242 : -1;
-  rc = baton_broadcast(&b, &b, 1, BATON_INT32, size - 1, comm);
-  check(rc == BATON_OK && b == 4242, rank, "broadcast result");
+  check_comm(comm, size, rank);
   check(baton_comm_destroy(comm) == BATON_OK, rank, "destroy");
   return failures != 0;
 }
 
+/* One id made by rank `maker` of world, handed round, a second
+ * communicator made from it on every rank; both checked. */
+static void second_comm(baton_comm_t *world, int size, int rank, int maker) {
+  baton_unique_id_t id;
+  memset(&id, 0, sizeof id);
+  int32_t rc = rank == maker ? baton_get_unique_id(&id) : BATON_OK, worst = 0;
+  if (rc != BATON_OK)
+    fprintf(stderr, "rank %d: baton_get_unique_id: %s: %s\n", rank, baton_err_name(rc),
+            baton_last_init_error());
+  check(baton_allreduce(&rc, &worst, 1, BATON_INT32, BATON_MIN, world) == BATON_OK, rank,
+        "allreduce of the outcome");
+  check(worst == BATON_OK, rank, "baton_get_unique_id in a process with a communicator");
+  if (worst != BATON_OK ||
+      baton_broadcast(&id, &id, sizeof id, BATON_UINT8, maker, world) != BATON_OK)
+    return;
+  baton_comm_t *second = NULL;
+  rc = baton_comm_init_rank(&second, size, &id, rank);
+  if (rc != BATON_OK)
+    fprintf(stderr, "rank %d: baton_comm_init_rank: %s: %s\n", rank, baton_err_name(rc),
+            baton_last_init_error());
+  check(rc == BATON_OK, rank, "a second communicator");
+  if (rc != BATON_OK)
+    return;
+  check_comm(second, size, rank);
+  check_comm(world, size, rank);
+  check(baton_comm_destroy(second) == BATON_OK, rank, "destroy the second");
+}
+
+static int with_comm(void) {
+  baton_comm_t *world;
+  int rc = baton_comm_init(&world);
+  if (rc != BATON_OK) {
+    fprintf(stderr, "baton_comm_init: %s: %s\n", baton_err_name(rc), baton_last_init_error());
+    return 1;
+  }
+  int rank = baton_comm_rank(world), size = baton_comm_size(world);
+  second_comm(world, size, rank, 0);
+  second_comm(world, size, rank, size - 1);
+  int32_t f = failures, all = 0;
+  check(baton_allreduce(&f, &all, 1, BATON_INT32, BATON_SUM, world) == BATON_OK, rank, "summary");
+  if (rank == 0)
+    printf("%d passed, %d failed\n", 2 * (4 + 12) + 1 - all, all);
+  check(baton_comm_destroy(world) == BATON_OK, rank, "destroy the world");
+  return failures != 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--with-comm") == 0)
+    return with_comm();
   if (argc == 5 && strcmp(argv[1], "--child") == 0) {
     baton_unique_id_t id;
     if (from_hex(argv[4], &id) != 0)

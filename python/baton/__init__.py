@@ -14,7 +14,8 @@ The baton dtype follows from the array's NumPy dtype; bfloat16, which NumPy
 lacks, travels as raw uint16 with dtype="bfloat16" (see to_bfloat16 and
 from_bfloat16). Bad arguments raise TypeError or ValueError before anything
 is sent; a failure inside the library raises BatonError, which carries the
-error's name and baton_comm_last_error().
+error's name and baton_comm_last_error(). comm.split(color, key) and
+comm.dup() make communicators of some or all of the ranks (groups).
 """
 import ctypes
 
@@ -22,7 +23,11 @@ import numpy as np
 
 from . import _lib
 
-__all__ = ["init", "Comm", "BatonError", "DTYPES", "OPS", "to_bfloat16", "from_bfloat16"]
+__all__ = ["init", "Comm", "BatonError", "DTYPES", "OPS", "SPLIT_NONE", "to_bfloat16",
+           "from_bfloat16"]
+
+# baton.h's BATON_SPLIT_NONE; Comm.split(None) passes it too.
+SPLIT_NONE = -1
 
 # baton dtype name -> (baton_dtype_t value, NumPy dtype of the storage).
 DTYPES = {
@@ -215,6 +220,34 @@ class Comm:
             rc = _lib.lib.baton_comm_destroy(h)
             if rc != 0:
                 raise BatonError("baton_comm_destroy", rc, "")
+
+    def split(self, color, key=None):
+        """baton_comm_split(); collective over this communicator. The ranks
+        that pass the same color (an int >= 0) form a new Comm, ranked by key
+        (default: their rank here), then by their rank here. color=None
+        (BATON_SPLIT_NONE) takes part and returns None. The new Comm lives on
+        after this one is closed; close() it too."""
+        h = self._handle()
+        self._need("comm_split")
+        if color is None:
+            color = SPLIT_NONE
+        if not isinstance(color, int) or (color < 0 and color != SPLIT_NONE):
+            raise ValueError("split: color must be an int >= 0 or None, not %r" % (color,))
+        key = self.rank if key is None else key
+        if not isinstance(key, int) or not -2**31 <= key < 2**31:
+            raise ValueError("split: key must be an int that fits in a C int, not %r" % (key,))
+        new = ctypes.c_void_p()
+        self._check("split", _lib.lib.baton_comm_split(h, color, key, ctypes.byref(new)))
+        return Comm(new) if new.value else None
+
+    def dup(self):
+        """baton_comm_dup(); collective: a new Comm of the same ranks in the
+        same order, with its own connections."""
+        h = self._handle()
+        self._need("comm_dup")
+        new = ctypes.c_void_p()
+        self._check("dup", _lib.lib.baton_comm_dup(h, ctypes.byref(new)))
+        return Comm(new)
 
     def allreduce(self, a, op="sum", out=None, dtype=None, async_op=False):
         """out[i] = op over all ranks of a[i]. In place when out is a.

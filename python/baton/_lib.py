@@ -48,6 +48,8 @@ _PROTOTYPES = {
     "baton_comm_init": (_i, [ctypes.POINTER(_p)]),
     "baton_last_init_error": (ctypes.c_char_p, []),
     "baton_comm_destroy": (_i, [_p]),
+    "baton_comm_split": (_i, [_p, _i, _i, ctypes.POINTER(_p)]),
+    "baton_comm_dup": (_i, [_p, ctypes.POINTER(_p)]),
     "baton_comm_rank": (_i, [_p]),
     "baton_comm_size": (_i, [_p]),
     "baton_comm_last_error": (ctypes.c_char_p, [_p]),
