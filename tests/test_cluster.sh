@@ -44,11 +44,11 @@ inside() {
   env BATON_TRANSPORT=tcp "${info[@]}" "${L[@]}" -n 4 --ppn 1 -- "$DEMO" 1 >"$LOGDIR/ring-tcp.log" 2>&1
   expect "4 hosts, tcp: the demo's status" $? 0
   expect_line "4 hosts, tcp: every link is tcp" "$LOGDIR/ring-tcp.log" \
-    '\[0\] baton INFO INIT rank 0 of 4 ready: transport tcp, .*ring 0[^ ]* =tcp=> 1[^ ]* =tcp=> 2[^ ]* =tcp=> 3[^ ]* =tcp=> 0$'
+    '\[0\] baton INFO INIT rank 0 of 4 ready: .*transport tcp, .*ring 0[^ ]* =tcp=> 1[^ ]* =tcp=> 2[^ ]* =tcp=> 3[^ ]* =tcp=> 0$'
   env "${info[@]}" "${L[@]}" -n 4 --ppn 2 -- "$DEMO" 1 >"$LOGDIR/ring-mixed.log" 2>&1
   expect "2 hosts x 2 ranks: the demo's status" $? 0
   expect_line "2 hosts x 2 ranks: shm inside a host, tcp between" "$LOGDIR/ring-mixed.log" \
-    '\[0\] baton INFO INIT rank 0 of 4 ready: transport shm\+tcp, .*ring 0[^ ]* =shm=> 1[^ ]* =tcp=> 2[^ ]* =shm=> 3[^ ]* =tcp=> 0$'
+    '\[0\] baton INFO INIT rank 0 of 4 ready: .*transport shm\+tcp, .*ring 0[^ ]* =shm=> 1[^ ]* =tcp=> 2[^ ]* =shm=> 3[^ ]* =tcp=> 0$'
 
   sweep "4 hosts, tcp" env BATON_TRANSPORT=tcp "${L[@]}" -n 4 --ppn 1 -- "$COLL"
   sweep "4 hosts, tcp, --quick ${small[*]}" env BATON_TRANSPORT=tcp "${small[@]}" \
