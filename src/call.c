@@ -152,7 +152,7 @@ static size_t sched_work_bytes(const baton__call_t *c) {
     int touches = (baton__step_does(st->kind) & BATON__DOES_LAND) ||
                   (st->kind == BATON__STEP_SEND && st->src == BATON__FROM_WORK);
     for (int j = 0; touches && j < st->n; j++) {
-      int ch = st->chunk + j < c->comm->size ? st->chunk + j : st->chunk + j - c->comm->size;
+      int ch = baton__run_chunk(st->chunk, j, c->comm->size);
       size_t end = (l->work_off[ch] + l->len[ch]) * c->elsize;
       if (l->out_off[ch] == BATON__NO_OUT && l->len[ch] && end > most)
         most = end;
@@ -200,7 +200,7 @@ static void find_spans(baton__call_t *c) {
     int first = -1, last = -1, one = baton__step_does(st->kind) & BATON__DOES_MAILBOX;
     size_t elems = 0;
     for (int j = 0; one && j < st->n; j++) {
-      int ch = st->chunk + j < size ? st->chunk + j : st->chunk + j - size;
+      int ch = baton__run_chunk(st->chunk, j, size);
       if (!l->len[ch])
         continue;
       if (last >= 0 && !follows(l, last, ch, st->kind == BATON__STEP_MAILBOX_PUT))

@@ -66,8 +66,7 @@ static void copy_out(const baton__call_t *c, void *dst, const void *src, size_t 
 /* Chunk i of the run from `first` (both below N): no division on the
  * data path. */
 static int chunk_at(const baton__call_t *c, int first, int i) {
-  int ch = first + i, n = c->comm->size;
-  return ch < n ? ch : ch - n;
+  return baton__run_chunk(first, i, c->comm->size);
 }
 
 /* Elements of chunk's piece in the current round. */

@@ -213,6 +213,12 @@ typedef struct {
 /* Fills l (arrays of size entries) for the call a describes. */
 void baton__layout_fill(baton__layout_t *l, const baton__layout_args_t *a);
 
+/* Chunk i of the run that starts at chunk `first` on n chunks (first and
+ * i below n): the run wraps past the last chunk, with no division. */
+static inline int baton__run_chunk(int first, int i, int n) {
+  return first + i < n ? first + i : first + i - n;
+}
+
 /* Chunk c of `count` elements cut into n chunks: the first count % n chunks
  * hold one element more. */
 static inline size_t baton__chunk_off(size_t count, int n, int c) {
