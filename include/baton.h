@@ -349,6 +349,49 @@ int baton_test(baton_request_t *req, int *done);
  * failure's status in array order, BATON_OK when none failed; frees all. */
 int baton_wait_all(int n, baton_request_t **reqs);
 
+/*
+ * Point-to-point messages: `count` elements of `dtype` from this rank to
+ * `peer`, or from `peer` into buf, with a tag (>= 0) that the two sides
+ * must agree on.
+ *  - Matching: a receive takes the oldest message from its peer with its
+ *    tag; messages between a pair with the same tag arrive in the order
+ *    they were sent. Different tags, different pairs and the collectives
+ *    are independent of each other: a rank may post receives from several
+ *    peers and a collective, and complete them in any order. Messages have
+ *    connections of their own (shared memory between any two ranks of a
+ *    host, TCP between hosts), and move while collectives run.
+ *  - A send completes once its receiver has matched it and its data has
+ *    left this rank (MPI_Ssend's rule): the buffer is free again, and a
+ *    receive whose count or dtype differs from the send's fails with
+ *    BATON_EMISMATCH on both sides, naming both counts. So two ranks that
+ *    both baton_send to each other before receiving wait for each other
+ *    until BATON_TIMEOUT: post one side with baton_isend or baton_irecv.
+ *  - Messages up to BATON_P2P_EAGER_BYTES travel at once (the receiver
+ *    keeps one that arrives before its receive); a larger one waits for the
+ *    receiver's go-ahead, so that nobody buffers large messages unasked.
+ *  - Errors: peer outside [0, size) or this rank, a negative tag, an
+ *    unknown dtype, a NULL buffer with count > 0: BATON_EINVAL, and no
+ *    request. A peer that dies or is silent for BATON_TIMEOUT while a
+ *    message waits on it, a malformed frame, an abort: every message in
+ *    flight on the communicator fails with that code (BATON_EREMOTE,
+ *    BATON_ETIMEDOUT, BATON_EPROTO, BATON_EABORTED) and later ones fail at
+ *    once; a failure of the communicator's collectives fails them too.
+ *  - The i-forms return a request for baton_wait, baton_test and
+ *    baton_wait_all, as the collectives' do (the buffer is baton's until it
+ *    completes). While i-forms are in flight and nobody waits, the
+ *    communicator's point-to-point thread moves them; a blocking call moves
+ *    its own message and any others in flight, in the calling thread.
+ *  - baton_comm_destroy with messages in flight is BATON_EUSAGE: they
+ *    complete with BATON_EABORTED and are freed.
+ */
+int baton_send(const void *buf, size_t count, baton_dtype_t dtype, int peer, int tag,
+               baton_comm_t *comm);
+int baton_recv(void *buf, size_t count, baton_dtype_t dtype, int peer, int tag, baton_comm_t *comm);
+int baton_isend(const void *buf, size_t count, baton_dtype_t dtype, int peer, int tag,
+                baton_comm_t *comm, baton_request_t **req);
+int baton_irecv(void *buf, size_t count, baton_dtype_t dtype, int peer, int tag, baton_comm_t *comm,
+                baton_request_t **req);
+
 /* The table of knobs (environment variables) with type, default, range and
  * description, as text, one knob per line; the same table the library reads
  * its settings from. */

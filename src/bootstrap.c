@@ -24,6 +24,7 @@
 
 #include "call.h"
 #include "comm.h"
+#include "p2p.h"
 #include "store.h"
 
 char baton__init_error[BATON__ERRLEN];
@@ -178,6 +179,7 @@ int baton__comm_tables(baton_comm_t *c, char *err, size_t errlen) {
 void baton__comm_free(baton_comm_t *c) {
   baton__trace_close(c->trace);
   baton__select_free(c);
+  baton__p2p_free(c);
   for (int i = 0; i < c->nnet; i++)
     c->net[i].ops->destroy(c->net[i].impl);
   if (c->store)
@@ -391,6 +393,8 @@ int baton__comm_connect(baton_comm_t *c, const char *origin, char *err, size_t e
   c->watch = (baton__watch_t){baton__comm_check, c};
   if (c->size > 1 && (rc = connect_ring(c, baton__store_host(c->store), err, errlen)) != 0)
     return rc;
+  if ((rc = baton__p2p_connect(c, err, errlen)) != 0)
+    return rc;
   for (int r = 0; r < c->size; r++) {
     baton__conn_t *k[2] = {c->to[r], c->from[r]};
     for (int i = 0; i < 2; i++)
@@ -504,7 +508,7 @@ int baton_comm_destroy(baton_comm_t *comm) {
   int rc = BATON_OK;
   /* Requests still in flight complete with BATON_EABORTED: saying so is
    * all this rank can do for them. */
-  int left = baton__progress_stop(comm);
+  int left = baton__progress_stop(comm) + baton__p2p_stop(comm);
   if (left) {
     rc = baton__fail(comm, BATON_EUSAGE,
                      "baton_comm_destroy: %d request%s still in flight; %s completed with "

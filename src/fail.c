@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "p2p.h"
 
 static int breaks_comm(int rc) {
   /* ENOMEM reaches baton__fail only from a collective that has begun (its
@@ -164,6 +165,7 @@ int baton_comm_abort(baton_comm_t *comm) {
   msg[n] = '\0';
   for (int i = 0; i < comm->nnet; i++)
     comm->net[i].ops->shutdown(comm->net[i].impl, BATON_EABORTED, msg);
+  baton__p2p_shutdown(comm, BATON_EABORTED, msg);
   return BATON_OK;
 }
 

@@ -74,6 +74,7 @@ typedef struct {
   size_t tcp_segment_bytes;  /* BATON_TCP_SEGMENT_BYTES */
   size_t pair_segment_bytes; /* BATON_PAIR_SEGMENT_BYTES */
   size_t scratch_bytes;      /* BATON_SCRATCH_BYTES */
+  size_t p2p_eager_bytes;    /* BATON_P2P_EAGER_BYTES */
   char algo[256];            /* BATON_ALGO */
   char tune_file[256];       /* BATON_TUNE_FILE */
   char secret[256];          /* BATON_SECRET, "" when unset */

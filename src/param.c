@@ -70,6 +70,9 @@ static const param_row_t rows[] = {
     {"BATON_PAIR_SEGMENT_BYTES", P_BYTES, "64K", 64, 64 << 20, F(pair_segment_bytes),
      "segment of the messages of non-ring algorithms; shared-memory channels between ranks "
      "that are not ring neighbours have slots this large"},
+    {"BATON_P2P_EAGER_BYTES", P_BYTES, "64K", 0, 16 << 20, F(p2p_eager_bytes),
+     "point-to-point: messages up to this size travel before the receiver has matched them "
+     "(the rest wait for its go-ahead); the same on every rank"},
     {"BATON_SCRATCH_BYTES", P_BYTES, "256M", 0, 1e18, F(scratch_bytes),
      "most scratch memory an algorithm may use for blocks a rank only passes on; "
      "an algorithm that would need more gives way to the next best"},

@@ -26,6 +26,7 @@
 
 #include "call.h"
 #include "comm.h"
+#include "p2p.h"
 
 struct baton__engine {
   pthread_mutex_t mu;
@@ -174,6 +175,8 @@ int baton__progress_post(baton__call_t *c) {
 int baton_wait(baton_request_t *c) {
   if (!c)
     return BATON_EINVAL;
+  if (c->kind == BATON__REQ_P2P)
+    return baton__p2p_wait(c);
   baton_comm_t *comm = c->comm;
   if (!comm->engine) { /* a blocking call: this thread runs it */
     baton__exec(c);
@@ -189,6 +192,8 @@ int baton_wait(baton_request_t *c) {
 int baton_test(baton_request_t *c, int *done) {
   if (!c || !done)
     return BATON_EINVAL;
+  if (c->kind == BATON__REQ_P2P)
+    return baton__p2p_test(c, done);
   baton_comm_t *comm = c->comm;
   if (!comm->engine) {
     *done = 1;

@@ -40,6 +40,8 @@
 # hier; test_calls (two calls of one communicator interleaved step by step);
 # test_split (communicators made from communicators) with its kill test,
 # unique ids in a process that has a communicator and examples/split_overlap;
+# test_p2p (point-to-point: shared memory, TCP, mixed, 1..6 ranks, a
+# killed rank);
 # test_failure (lost ranks, aborts, mismatched calls) and test_abort_signal
 # (baton_comm_abort from a signal handler); test_cluster.sh
 # and test_linkbreak.sh (root only); the unique-id and MPI starts; test_api
@@ -340,6 +342,29 @@ fault_tests() {
   run "test_fault stall" 1 env BATON_TIMEOUT=1 "$BUILD/bin/baton-run" -n 2 "$BUILD/tests/test_fault" stall
 }
 
+# Point-to-point messages (test_p2p: ring, random pairs, all-to-one with
+# tags out of order, order within a tag, beside collectives, ping-pong,
+# mismatched counts, a split) at 1..6 ranks on shared memory, over TCP,
+# 2 hosts x 2 ranks and 3 hosts interleaved; a rank that dies while the
+# others wait on it.
+p2p_tests() {
+  for n in 1 2 3 4 5 6; do
+    run "test_p2p -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_p2p"
+  done
+  for n in 2 3 5; do
+    run "test_p2p -n $n BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp "$BUILD/bin/baton-run" \
+      -n "$n" "$BUILD/tests/test_p2p"
+  done
+  run "test_p2p -n 4 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
+    sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_p2p"
+  run "test_p2p -n 6 3 hosts interleaved" 1 "$BUILD/bin/baton-run" -n 6 \
+    sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0"' "$BUILD/tests/test_p2p"
+  for t in "" BATON_TRANSPORT=tcp; do
+    run "test_p2p kill -n 3 $t" 1 env BATON_TIMEOUT=20 $t "$BUILD/bin/baton-run" -n 3 \
+      "$BUILD/tests/test_p2p" kill
+  done
+}
+
 # make test-quick: what a change most often breaks, in under a minute.
 quick_suite() {
   unit_tests
@@ -353,6 +378,9 @@ quick_suite() {
   calls_tests
   nonblocking_tests
   run "test_split -n 3" 1 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_split"
+  run "test_p2p -n 3" 1 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_p2p"
+  run "test_p2p -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp "$BUILD/bin/baton-run" -n 3 \
+    "$BUILD/tests/test_p2p"
   fault_tests
 }
 
@@ -455,6 +483,7 @@ failure_tests
 calls_tests
 nonblocking_tests
 split_tests
+p2p_tests
 # The correctness sweep across emulated hosts (network namespaces, TCP
 # between them): 4 hosts over TCP, and 2 hosts x 2 ranks. Skips, saying
 # why, without root or iproute2.

@@ -178,12 +178,32 @@ static int shm_recv_release(baton__conn_t *c) {
   return 0;
 }
 
+static int shm_ready(baton__conn_t *c, int sending, int deep) {
+  chan_t *ch = c->impl;
+  baton__shm_t *s = ch->shm;
+  if (sending ? reached(&ch->ctrl->tail, ch->count - ch->nslots + 1)
+              : reached(&ch->ctrl->head, ch->count + 1))
+    return 1;
+  if (!deep)
+    return 0;
+  int rc = atomic_load_explicit(&s->hdr->abort_rc, memory_order_acquire);
+  if (rc) {
+    snprintf(c->why, sizeof c->why, "%.380s", s->hdr->abort_msg);
+    return rc;
+  }
+  s->watched = 0;
+  if (!baton__shm_peer_alive(ch->peer_pid))
+    return wait_failed(c, ch, BATON_EREMOTE, sending ? "to send to it" : "for its message");
+  return 0;
+}
+
 const baton__transport_t baton__shm_transport = {
     .name = "shm",
     .send_acquire = shm_send_acquire,
     .send_commit = shm_send_commit,
     .recv_acquire = shm_recv_acquire,
     .recv_release = shm_recv_release,
+    .ready = shm_ready,
 };
 
 /* ------------------------------------------------------------ binding */

@@ -9,7 +9,7 @@
 typedef struct baton__tcp baton__tcp_t;
 
 /* What set-up needs to know about the communicator. Every rank listens,
- * publishes its address under "tcp.<rank>" and connects to each rank in
+ * publishes its address under "tcp.<rank>" (a->key's prefix) and connects to each rank in
  * `to`; it accepts one connection set from each rank in `from`. */
 typedef struct {
   int rank, size;
@@ -20,6 +20,7 @@ typedef struct {
   const char *local_ip;          /* the address to listen on */
   const baton__secret_t *secret; /* every connection proves it (auth.h) */
   char (*hosts)[64];             /* host name of every rank, for messages */
+  const char *key;               /* the store keys' prefix: "<key>.<rank>"; NULL: "tcp" */
 } baton__tcp_args_t;
 
 int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton__params_t *p,

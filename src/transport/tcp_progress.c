@@ -242,6 +242,31 @@ static int tcp_flush(baton__conn_t *bc) {
   return flushed(c) ? 0 : wait_on(c, flushed, "to hand its last data to the network");
 }
 
+/* Moves this connection's bytes only: a caller that watches many
+ * connections asks each in turn. */
+static int tcp_ready(baton__conn_t *bc, int sending, int deep) {
+  tcp_conn_t *c = bc->impl;
+  (void)sending;
+  for (int j = 0; j < c->nsocks && !c->failed; j++)
+    c->sending ? baton__tcp_push(c, &c->s[j]) : baton__tcp_pull(c, &c->s[j]);
+  if (!c->failed)
+    baton__tcp_advance_wire(c);
+  if (c->failed)
+    return c->failed;
+  if (ready(c))
+    return 1;
+  if (!c->sending && c->s[c->user % (uint64_t)c->nsocks].eof)
+    return baton__tcp_conn_fail(c, BATON_EREMOTE, "closed the connection while this rank waited");
+  tcp_conn_t *ab = deep ? aborted_peer(c->t, 0) : NULL;
+  return ab ? baton__tcp_relay(c, ab) : 0;
+}
+
+static int tcp_drained(baton__conn_t *bc) {
+  tcp_conn_t *c = bc->impl;
+  int rc = tcp_ready(bc, 1, 0);
+  return rc < 0 ? rc : flushed(c);
+}
+
 const baton__transport_t baton__tcp_transport = {
     .name = "tcp",
     .send_acquire = tcp_send_acquire,
@@ -250,6 +275,8 @@ const baton__transport_t baton__tcp_transport = {
     .recv_release = tcp_recv_release,
     .flush = tcp_flush,
     .send_ref = tcp_send_ref,
+    .ready = tcp_ready,
+    .drained = tcp_drained,
 };
 
 /* ------------------------------------------- the communicator's TCP side */

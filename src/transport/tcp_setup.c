@@ -342,7 +342,7 @@ static int connect_peers(baton__tcp_t *t, baton__store_t *st, const baton__tcp_a
     char key[32], val[96] = "", ip[64];
     size_t len = 0;
     int port = 0, rc;
-    snprintf(key, sizeof key, "tcp.%d", a->to[i]);
+    snprintf(key, sizeof key, "%.20s.%d", a->key ? a->key : "tcp", a->to[i]);
     rc = baton__store_get(st, key, val, sizeof val - 1, &len, t->timeout_s, err, errlen);
     if (rc)
       return rc;
@@ -399,7 +399,7 @@ int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton
     goto fail;
   }
   char key[32], val[96];
-  snprintf(key, sizeof key, "tcp.%d", a->rank);
+  snprintf(key, sizeof key, "%.20s.%d", a->key ? a->key : "tcp", a->rank);
   snprintf(val, sizeof val, "%s %d", a->local_ip, port);
   if ((rc = baton__store_set(st, key, val, strlen(val) + 1, err, errlen)) != 0)
     goto fail;

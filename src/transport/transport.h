@@ -53,6 +53,18 @@ typedef struct {
    * memory, which must stay unchanged until flush returns; takes a slot's
    * place in the queue like acquire + commit. */
   int (*send_ref)(baton__conn_t *c, const void *data, size_t bytes);
+  /* Never waits: 1 when the next acquire on c (send_acquire when this rank
+   * sends on it, else recv_acquire) would return at once, 0 when it would
+   * wait, or a failure (negative, the reason in c->why). It moves bytes
+   * where the transport buffers (TCP). With `deep` it also checks what
+   * costs a system call or a look at the whole transport: that the peer
+   * lives, that no rank has poisoned the transport. For a caller that
+   * watches many connections at once (p2p.c). */
+  int (*ready)(baton__conn_t *c, int sending, int deep);
+  /* Optional (NULL: commit makes data visible, as `flush` says): never
+   * waits, moves bytes; 1 when everything committed on this sending
+   * connection has left this rank, 0 when not yet, or a failure. */
+  int (*drained)(baton__conn_t *c);
 } baton__transport_t;
 
 /* Checked by every transport's slow wait path (each sleep slice): a

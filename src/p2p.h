@@ -1,0 +1,28 @@
+/*
+ * p2p.h - point-to-point messages (p2p.c): baton_send, baton_recv and their
+ * i-forms, on connections of their own beside the collectives'.
+ */
+#ifndef BATON_P2P_H
+#define BATON_P2P_H
+
+#include "comm.h"
+
+typedef struct baton__p2p baton__p2p_t;
+
+/* Collective, at the end of a communicator's set-up: the point-to-point
+ * connections to every other rank (shared memory inside the host, TCP
+ * beyond it, as the collectives' are), and the matching state. */
+int baton__p2p_connect(baton_comm_t *comm, char *err, size_t errlen);
+/* Stops the progress thread; messages still in flight complete with
+ * BATON_EABORTED and are freed. Returns how many there were. */
+int baton__p2p_stop(baton_comm_t *comm);
+/* Tells the peers, without waiting (async-signal-safe): baton_comm_abort. */
+void baton__p2p_shutdown(baton_comm_t *comm, int rc, const char *msg);
+/* Frees the connections and the state; after baton__p2p_stop. */
+void baton__p2p_free(baton_comm_t *comm);
+
+/* baton_wait and baton_test of a point-to-point request. */
+int baton__p2p_wait(baton_request_t *req);
+int baton__p2p_test(baton_request_t *req, int *done);
+
+#endif /* BATON_P2P_H */
