@@ -23,6 +23,14 @@
  * tier that the CPU has (SSE2, AVX2, AVX-512).
  *
  * Prints "N passed, M failed" and exits 1 if anything failed.
+ *
+ *   test_reduce --bench [BYTES]
+ *
+ * times the kernels instead (no checks): every dtype and op that has one,
+ * in every tier the CPU has, in place (dst == a, as a receive-reduce step)
+ * on BYTES per operand (default 64 KiB, a pipelined collective's segment,
+ * which stays in cache). GB/s is BYTES of the result per second; each
+ * element reads two operands and writes one. Best of 7 runs of ~10 ms.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -799,8 +807,67 @@ static void test_half_kernels(void) {
     }
 }
 
-int main(void) {
+/* ---------------------------------------------------------- benchmark */
+
+/* GB/s of one kernel on n elements in place: the best of 7 runs, each of
+ * enough calls to take about 10 ms. */
+static double bench_kernel(baton__reduce_fn fn, char *a, const char *b, size_t n, size_t es) {
+  int calls = 1;
+  for (double t = 0; t < 0.01; calls *= 2) {
+    double t0 = baton__now();
+    for (int i = 0; i < calls; i++)
+      fn(a, a, b, n);
+    t = baton__now() - t0;
+  }
+  double best = 1e30;
+  for (int r = 0; r < 7; r++) {
+    double t0 = baton__now();
+    for (int i = 0; i < calls; i++)
+      fn(a, a, b, n);
+    double t = (baton__now() - t0) / calls;
+    best = t < best ? t : best;
+  }
+  return (double)(n * es) / best / 1e9;
+}
+
+static int bench(size_t bytes) {
+  static const char *const tiers[] = {"base", "avx2", "avx512"};
+  char *a = xmalloc(bytes), *b = xmalloc(bytes);
+  int have[3];
+  for (int tier = 0; tier < 3; tier++)
+    have[tier] = baton__reduce_cap_tier(tier) == tier;
+  printf("# reduction kernels in place, %zu bytes per operand, GB/s of the result\n", bytes);
+  printf("%-9s %-5s", "dtype", "op");
+  for (int tier = 0; tier < 3; tier++)
+    if (have[tier])
+      printf(" %8s", tiers[tier]);
+  printf("\n");
+  for (int t = 0; t < BATON_DTYPE_COUNT; t++)
+    for (int op = 0; op < BATON_OP_COUNT; op++) {
+      size_t es = info[t].size, n = bytes / es;
+      if (op == BATON_AVG || !valid_pair(t, op)) /* AVG's kernel is SUM */
+        continue;
+      printf("%-9s %-5s", info[t].name, op_names[op]);
+      for (int tier = 0; tier < 3; tier++) {
+        if (!have[tier])
+          continue;
+        baton__reduce_cap_tier(tier);
+        for (size_t i = 0; i < n; i++) /* small values: no NaN, no denormal */
+          st(t, a, i, gen(t) & 0x3), st(t, b, i, i % 3 ? 1 : 0);
+        printf(" %8.1f", bench_kernel(baton__reduce_get(t, op), a, b, n, es));
+      }
+      printf("\n");
+      fflush(stdout);
+    }
+  baton__reduce_cap_tier(2);
+  free(a), free(b);
+  return 0;
+}
+
+int main(int argc, char **argv) {
   static const char *const tiers[] = {"[base] ", "[avx2] ", "[avx512] "};
+  if (argc >= 2 && strcmp(argv[1], "--bench") == 0)
+    return bench(argc >= 3 ? (size_t)strtoull(argv[2], NULL, 0) : 65536);
   test_conversions();
   for (int tier = 0; tier < 3; tier++) {
     if (baton__reduce_cap_tier(tier) != tier) {
