@@ -44,15 +44,37 @@ typedef enum {
   BATON_BFLOAT16, /* the upper 16 bits of a binary32 */
   BATON_FLOAT32,
   BATON_FLOAT64,
+  BATON_INT16,
+  BATON_UINT16,
+  BATON_BOOL, /* one byte: 0 false, anything else true (see below) */
   BATON_DTYPE_COUNT
 } baton_dtype_t;
 
+/*
+ * Reductions. Integer SUM and PROD wrap modulo 2^bits; float MIN and MAX
+ * give NaN when either operand is NaN and order -0 below +0.
+ *
+ * The bitwise ops BAND, BOR and BXOR take the integer dtypes and bool; with
+ * float16, bfloat16, float32 or float64 they are BATON_EINVAL, and
+ * baton_comm_last_error() names the op and the dtype.
+ *
+ * bool: a byte other than 0 or 1 in an input counts as 1 (true), and a
+ * reduction's result is always 0 or 1, on one rank too. SUM, MAX and BOR
+ * are logical or; PROD, MIN and BAND logical and; BXOR exclusive or (true
+ * when an odd number of ranks pass true). AVG has no bool meaning (a mean
+ * of truth values is not one) and is BATON_EINVAL, naming both. The
+ * collectives that only move data (allgather, broadcast, ...) move a bool's
+ * bytes as they are.
+ */
 typedef enum {
   BATON_SUM,
   BATON_PROD,
   BATON_MIN,
   BATON_MAX,
   BATON_AVG, /* floats: sum / N; integers: sum / N truncated toward zero */
+  BATON_BAND,
+  BATON_BOR,
+  BATON_BXOR,
   BATON_OP_COUNT
 } baton_op_t;
 
@@ -85,7 +107,8 @@ const char *baton_err_name(int rc);
 
 /* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
 size_t baton_dtype_size(baton_dtype_t dtype);
-/* "float32", "sum", ...; "unknown" for a value outside the enum. */
+/* "float32", "bool", "sum", "band", ...; "unknown" for a value outside the
+ * enum. */
 const char *baton_dtype_name(baton_dtype_t dtype);
 const char *baton_op_name(baton_op_t op);
 

@@ -13,10 +13,12 @@
 #include "call.h"
 #include "comm.h"
 
-static const char *const dtype_names[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
-                                          "uint64", "float16", "bfloat16", "float32", "float64"};
-static const size_t dtype_sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-static const char *const op_names[] = {"sum", "prod", "min", "max", "avg"};
+static const char *const dtype_names[BATON_DTYPE_COUNT] = {
+    "int8",     "uint8",   "int32",   "uint32", "int64",  "uint64", "float16",
+    "bfloat16", "float32", "float64", "int16",  "uint16", "bool"};
+static const size_t dtype_sizes[BATON_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2, 1};
+static const char *const op_names[BATON_OP_COUNT] = {"sum", "prod", "min", "max",
+                                                     "avg", "band", "bor", "bxor"};
 
 size_t baton_dtype_size(baton_dtype_t dtype) {
   return (unsigned)dtype < BATON_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
@@ -42,6 +44,11 @@ static int validate_args(baton_comm_t *comm, const baton__call_args_t *c, size_t
                        (int)c->dtype);
   if (c->op != BATON_OP_COUNT && (unsigned)c->op >= BATON_OP_COUNT)
     return baton__fail(comm, BATON_EINVAL, "%s: op %d is not a baton_op_t", c->name, (int)c->op);
+  if (c->op != BATON_OP_COUNT && !baton__reduce_ok(c->dtype, c->op))
+    return baton__fail(comm, BATON_EINVAL, "%s: op %s does not apply to dtype %s (%s)", c->name,
+                       op_names[c->op], dtype_names[c->dtype],
+                       c->op == BATON_AVG ? "bool has no average"
+                                          : "the bitwise ops take integers and bool");
   size_t es = dtype_sizes[c->dtype];
   if (c->count > (size_t)PTRDIFF_MAX / es / blocks)
     return baton__fail(comm, BATON_EINVAL, "%s: count %zu of %s overflows the address space",

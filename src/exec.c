@@ -579,6 +579,8 @@ static void run_local(baton__call_t *c) {
     char *dst = (char *)c->args.recvbuf + l->out_off[r] * es;
     if (src != dst)
       memmove(dst, src, l->len[r] * es);
+    if (c->args.dtype == BATON_BOOL && c->args.op != BATON_OP_COUNT) /* no kernel made it */
+      baton__reduce_bool_normalize(dst, l->len[r]);
   }
   c->x.local = 0;
 }

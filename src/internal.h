@@ -104,7 +104,21 @@ int baton__launch_env(baton__params_t *p, char *err, size_t errlen);
 /* dst[i] = a[i] op b[i] for i < n; dst may alias a or b. For BATON_AVG this
  * is the sum; baton__reduce_div() finishes the average. */
 typedef void (*baton__reduce_fn)(void *dst, const void *a, const void *b, size_t n);
+/* NULL for a dtype or op out of range and for the pairs that have no
+ * meaning (baton__reduce_ok). */
 baton__reduce_fn baton__reduce_get(baton_dtype_t dtype, baton_op_t op);
+/* Whether op reduces dtype, both in range: the bitwise ops take no floats,
+ * and bool has no average (baton.h). Inline: every reducing call asks. */
+static inline int baton__reduce_ok(baton_dtype_t dtype, baton_op_t op) {
+  const unsigned floats =
+      1u << BATON_FLOAT16 | 1u << BATON_BFLOAT16 | 1u << BATON_FLOAT32 | 1u << BATON_FLOAT64;
+  if (op >= BATON_BAND)
+    return !(floats >> dtype & 1);
+  return op != BATON_AVG || dtype != BATON_BOOL;
+}
+/* buf[i] = buf[i] != 0 for bool: a reduction's result where no kernel
+ * made it (a communicator of one rank). */
+void baton__reduce_bool_normalize(void *buf, size_t n);
 /* buf[i] = buf[i] / divisor: floats divide (rounding once to the type),
  * integers truncate toward zero. */
 void baton__reduce_div(void *buf, size_t n, baton_dtype_t dtype, int divisor);

@@ -22,6 +22,12 @@
  *    bits). Infinities and subnormals convert exactly.
  *  - AVG's kernel is SUM; baton__reduce_div() divides by the rank count at
  *    the end, and integers truncate toward zero.
+ *  - BAND, BOR and BXOR act on the bits of every integer width; floats have
+ *    no kernel for them (NULL in the table; coll.c refuses the call first).
+ *  - bool reads any nonzero byte as true and writes only 0 or 1: SUM, MAX
+ *    and BOR are or, PROD, MIN and BAND and, BXOR xor; AVG has no kernel.
+ *    Each kernel normalises what it writes, so a result that went through
+ *    one is 0 or 1 whatever bytes came in.
  *
  * Tiers. Each kernel is compiled three times from the same source: for the
  * x86-64 baseline (SSE2), for AVX2 and for AVX-512, and baton__reduce_get()
@@ -206,7 +212,10 @@ uint16_t baton__float_to_bf16(float f) { return float_to_bf16(f); }
   KERNEL(name##_sum, T, (T)((U)x + (U)y))                                                          \
   KERNEL(name##_prod, T, (T)((U)x * (U)y))                                                         \
   KERNEL(name##_min, T, x < y ? x : y)                                                             \
-  KERNEL(name##_max, T, x > y ? x : y)
+  KERNEL(name##_max, T, x > y ? x : y)                                                             \
+  KERNEL(name##_band, T, x &y)                                                                     \
+  KERNEL(name##_bor, T, x | y)                                                                     \
+  KERNEL(name##_bxor, T, x ^ y)
 
 #define FLOAT_KERNELS(name, T)                                                                     \
   KERNEL(name##_sum, T, x + y)                                                                     \
@@ -216,12 +225,20 @@ uint16_t baton__float_to_bf16(float f) { return float_to_bf16(f); }
 
 INT_KERNELS(i8, int8_t, uint8_t)
 INT_KERNELS(u8, uint8_t, uint8_t)
+INT_KERNELS(i16, int16_t, uint16_t)
+INT_KERNELS(u16, uint16_t, uint16_t)
 INT_KERNELS(i32, int32_t, uint32_t)
 INT_KERNELS(u32, uint32_t, uint32_t)
 INT_KERNELS(i64, int64_t, uint64_t)
 INT_KERNELS(u64, uint64_t, uint64_t)
 FLOAT_KERNELS(f32, float)
 FLOAT_KERNELS(f64, double)
+
+/* bool: three kernels serve its seven ops. The comparisons make a 0 or 1
+ * of any byte, lane by lane. */
+KERNEL(bool_or, uint8_t, (uint8_t)((x | y) != 0))
+KERNEL(bool_and, uint8_t, (uint8_t)((x != 0) & (y != 0)))
+KERNEL(bool_xor, uint8_t, (uint8_t)((x != 0) ^ (y != 0)))
 
 /* 16-bit floats: MIN and MAX on the bits, SUM and PROD through float. */
 KERNEL(bf16_sum, uint16_t, float_to_bf16(bf16_to_float(x) + bf16_to_float(y)))
@@ -276,16 +293,35 @@ F16C_KERNEL(prod, avx512, TARGET_AVX512, 16)
 
 /* ----------------------------------------------------------- dispatch */
 
-/* Indexed by tier, dtype and op, in the order of the enums; AVG is SUM. */
+/* Indexed by tier, dtype and op, in the order of the enums; AVG is SUM.
+ * The pairs without a meaning stay NULL. */
+#define FLOAT_ROW(name, tier)                                                                      \
+  {                                                                                                \
+    [BATON_SUM] = name##_sum_##tier, [BATON_PROD] = name##_prod_##tier,                            \
+    [BATON_MIN] = name##_min_##tier, [BATON_MAX] = name##_max_##tier,                              \
+    [BATON_AVG] = name##_sum_##tier,                                                               \
+  }
 #define ROW(name, tier)                                                                            \
-  { name##_sum_##tier, name##_prod_##tier, name##_min_##tier, name##_max_##tier, name##_sum_##tier }
+  {                                                                                                \
+    [BATON_SUM] = name##_sum_##tier, [BATON_PROD] = name##_prod_##tier,                            \
+    [BATON_MIN] = name##_min_##tier, [BATON_MAX] = name##_max_##tier,                              \
+    [BATON_AVG] = name##_sum_##tier, [BATON_BAND] = name##_band_##tier,                            \
+    [BATON_BOR] = name##_bor_##tier, [BATON_BXOR] = name##_bxor_##tier,                            \
+  }
+#define BOOL_ROW(tier)                                                                             \
+  {                                                                                                \
+    [BATON_SUM] = bool_or_##tier, [BATON_PROD] = bool_and_##tier, [BATON_MIN] = bool_and_##tier,   \
+    [BATON_MAX] = bool_or_##tier, [BATON_BAND] = bool_and_##tier, [BATON_BOR] = bool_or_##tier,    \
+    [BATON_BXOR] = bool_xor_##tier,                                                                \
+  }
 #define TABLE(tier)                                                                                \
   {                                                                                                \
     [BATON_INT8] = ROW(i8, tier), [BATON_UINT8] = ROW(u8, tier), [BATON_INT32] = ROW(i32, tier),   \
     [BATON_UINT32] = ROW(u32, tier), [BATON_INT64] = ROW(i64, tier),                               \
-    [BATON_UINT64] = ROW(u64, tier), [BATON_FLOAT16] = ROW(f16, tier),                             \
-    [BATON_BFLOAT16] = ROW(bf16, tier), [BATON_FLOAT32] = ROW(f32, tier),                          \
-    [BATON_FLOAT64] = ROW(f64, tier),                                                              \
+    [BATON_UINT64] = ROW(u64, tier), [BATON_FLOAT16] = FLOAT_ROW(f16, tier),                       \
+    [BATON_BFLOAT16] = FLOAT_ROW(bf16, tier), [BATON_FLOAT32] = FLOAT_ROW(f32, tier),              \
+    [BATON_FLOAT64] = FLOAT_ROW(f64, tier), [BATON_INT16] = ROW(i16, tier),                        \
+    [BATON_UINT16] = ROW(u16, tier), [BATON_BOOL] = BOOL_ROW(tier),                                \
   }
 
 static const baton__reduce_fn kernels[TIER_COUNT][BATON_DTYPE_COUNT][BATON_OP_COUNT] = {
@@ -342,6 +378,12 @@ baton__reduce_fn baton__reduce_get(baton_dtype_t dtype, baton_op_t op) {
   return kernels[cpu_tier()][dtype][op];
 }
 
+void baton__reduce_bool_normalize(void *buf, size_t n) {
+  uint8_t *p = buf;
+  for (size_t i = 0; i < n; i++)
+    p[i] = p[i] != 0;
+}
+
 /* --------------------------------------------------------------- average */
 
 #define DIV_LOOP(T, expr)                                                                          \
@@ -392,6 +434,12 @@ void baton__reduce_div(void *buf, size_t n, baton_dtype_t dtype, int divisor) {
     break;
   case BATON_UINT8:
     DIV_LOOP(uint8_t, x / divisor);
+    break;
+  case BATON_INT16:
+    DIV_LOOP(int16_t, x / divisor);
+    break;
+  case BATON_UINT16:
+    DIV_LOOP(uint16_t, x / divisor);
     break;
   case BATON_INT32:
     DIV_LOOP(int32_t, x / divisor);

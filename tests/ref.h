@@ -22,7 +22,7 @@
 /* ------------------------------------------------------------ dtypes */
 
 static inline size_t ref_size(baton_dtype_t dt) {
-  static const size_t sizes[BATON_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+  static const size_t sizes[BATON_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2, 1};
   return sizes[dt];
 }
 
@@ -31,7 +31,19 @@ static inline int ref_is_float(baton_dtype_t dt) {
 }
 
 static inline int ref_is_signed(baton_dtype_t dt) {
-  return dt == BATON_INT8 || dt == BATON_INT32 || dt == BATON_INT64;
+  return dt == BATON_INT8 || dt == BATON_INT16 || dt == BATON_INT32 || dt == BATON_INT64;
+}
+
+static inline int ref_is_bitwise(baton_op_t op) {
+  return op == BATON_BAND || op == BATON_BOR || op == BATON_BXOR;
+}
+
+/* Whether op reduces dt (baton.h): the bitwise ops take no floats, and
+ * bool has no average. The others are BATON_EINVAL. */
+static inline int ref_valid(baton_dtype_t dt, baton_op_t op) {
+  if (ref_is_bitwise(op))
+    return !ref_is_float(dt);
+  return !(dt == BATON_BOOL && op == BATON_AVG);
 }
 
 static inline uint64_t ref_mask(baton_dtype_t dt) {
@@ -214,7 +226,8 @@ typedef enum {
   GEN_INT,     /* integer k in [lo, hi], times 2^-shift for floats */
   GEN_NONZERO, /* like GEN_INT but never 0 */
   GEN_POW2,    /* +-2^k with k in [lo, hi] */
-  GEN_REAL     /* uniform real in [lo, hi), rounded to the type */
+  GEN_REAL,    /* uniform real in [lo, hi), rounded to the type */
+  GEN_BOOL     /* 0 with probability lo, else any other byte (true) */
 } gen_kind_t;
 
 /* How the inputs of one case are drawn. */
@@ -249,6 +262,10 @@ static inline uint64_t ref_gen(baton_dtype_t dt, const gen_spec_t *g, uint64_t s
     k = lo + (int64_t)(r % span);
     return ref_from_double(dt, ((r >> 63) ? -1.0 : 1.0) *
                                    (k < 0 ? 1.0 / (double)(1ull << -k) : (double)(1ull << k)));
+  case GEN_BOOL: /* 1 half the time, 2..255 the rest: bytes a C bool never holds */
+    if ((double)(r >> 11) * 0x1p-53 < g->lo)
+      return 0;
+    return (r & 1) ? 1 : 2 + (r >> 1 & 0xff) % 254;
   default: /* 53 random bits as a fraction in [0, 1) */
     return ref_from_double(dt, g->lo + (g->hi - g->lo) * ((double)(r >> 11) * 0x1p-53));
   }
@@ -283,6 +300,8 @@ static inline void ref_fill(void *buf, baton_dtype_t dt, const gen_spec_t *g, ui
   { GEN_POW2, lo, hi, 0 }
 #define REAL(lo, hi)                                                                               \
   { GEN_REAL, lo, hi, 0 }
+#define BOOLS(p_false)                                                                             \
+  { GEN_BOOL, p_false, 0, 0 }
 #define P20 0x1p20
 #define P40 0x1p40
 
@@ -299,11 +318,22 @@ static const gen_spec_t exact_specs[BATON_DTYPE_COUNT][4] = {
     [BATON_FLOAT32] = {INT(-65536, 65536, 4), POW2(-1, 1), REAL(-1000, 1000),
                        INT(-65536, 65536, 4)},
     [BATON_FLOAT64] = {INT(-P40, P40, 10), POW2(-1, 1), REAL(-1000, 1000), INT(-P40, P40, 10)},
+    [BATON_INT16] = {BITS, NONZERO(-2, 3), BITS, INT(-4000, 4000, 0)},
+    [BATON_UINT16] = {BITS, INT(1, 7, 0), BITS, INT(0, 8000, 0)},
 };
 
+/*
+ * The bitwise ops take any bits, as MIN and MAX do. bool draws false often
+ * for the ors (SUM, MAX, BOR) and seldom for the ands (PROD, MIN, BAND), so
+ * that on 2 to 8 ranks both results come up; true is any byte but 0.
+ */
 static inline gen_spec_t exact_spec(baton_dtype_t dt, baton_op_t op) {
-  static const int column[BATON_OP_COUNT] = {0, 1, 2, 2, 3};
-  return exact_specs[dt][column[op]];
+  static const int column[BATON_OP_COUNT] = {0, 1, 2, 2, 3, 2, 2, 2};
+  static const gen_spec_t bools[BATON_OP_COUNT] = {
+      [BATON_SUM] = BOOLS(0.75),  [BATON_MAX] = BOOLS(0.75), [BATON_BOR] = BOOLS(0.75),
+      [BATON_PROD] = BOOLS(0.25), [BATON_MIN] = BOOLS(0.25), [BATON_BAND] = BOOLS(0.25),
+      [BATON_BXOR] = BOOLS(0.5),  [BATON_AVG] = BOOLS(0.5)};
+  return dt == BATON_BOOL ? bools[op] : exact_specs[dt][column[op]];
 }
 
 /* ------------------------------------------------------- reduction */
@@ -339,8 +369,37 @@ static inline uint64_t ref_reduce_float(baton_dtype_t dt, baton_op_t op, const g
   return ref_from_double(dt, acc);
 }
 
+/* bool: each input true when nonzero; SUM and MAX are or, PROD and MIN and;
+ * the result 0 or 1. */
+static inline uint64_t ref_reduce_bool(baton_op_t op, const gen_spec_t *g, uint64_t seed,
+                                       int nranks, size_t i) {
+  int any = 0, all = 1, odd = 0;
+  for (int r = 0; r < nranks; r++) {
+    int v = ref_gen(BATON_BOOL, g, seed, r, i) != 0;
+    any |= v, all &= v, odd ^= v;
+  }
+  if (op == BATON_BXOR)
+    return (uint64_t)odd;
+  return (uint64_t)(op == BATON_PROD || op == BATON_MIN || op == BATON_BAND ? all : any);
+}
+
+/* The bitwise ops on the bits as they are; any order gives the same. */
+static inline uint64_t ref_reduce_bits(baton_dtype_t dt, baton_op_t op, const gen_spec_t *g,
+                                       uint64_t seed, int nranks, size_t i) {
+  uint64_t u = ref_gen(dt, g, seed, 0, i);
+  for (int r = 1; r < nranks; r++) {
+    uint64_t v = ref_gen(dt, g, seed, r, i);
+    u = op == BATON_BAND ? u & v : op == BATON_BOR ? u | v : u ^ v;
+  }
+  return u;
+}
+
 static inline uint64_t ref_reduce_int(baton_dtype_t dt, baton_op_t op, const gen_spec_t *g,
                                       uint64_t seed, int nranks, size_t i) {
+  if (dt == BATON_BOOL)
+    return ref_reduce_bool(op, g, seed, nranks, i);
+  if (ref_is_bitwise(op))
+    return ref_reduce_bits(dt, op, g, seed, nranks, i);
   int sgn = ref_is_signed(dt);
   uint64_t u = ref_gen(dt, g, seed, 0, i);
   int64_t s = ref_sext(dt, u);

@@ -71,7 +71,7 @@ static void test_strerror(void) {
 }
 
 static void test_dtype_names(void) {
-  static const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+  static const size_t sizes[BATON_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 2, 2, 1};
   int ok = 1;
   for (int d = 0; d < BATON_DTYPE_COUNT; d++) {
     const char *s = baton_dtype_name((baton_dtype_t)d);
@@ -95,6 +95,17 @@ static void test_dtype_names(void) {
     for (int p = 0; p < o; p++)
       ok &= strcmp(baton_op_name((baton_op_t)o), baton_op_name((baton_op_t)p)) != 0;
   check(ok, "baton_op_name: two ops share a name");
+  /* The enums grew at their ends: the values of the older ones stay. */
+  check(BATON_FLOAT64 == 9 && BATON_INT16 == 10 && BATON_UINT16 == 11 && BATON_BOOL == 12 &&
+            BATON_AVG == 4 && BATON_BAND == 5 && BATON_BOR == 6 && BATON_BXOR == 7,
+        "the values of baton_dtype_t or baton_op_t moved");
+  check(strcmp(baton_dtype_name(BATON_INT16), "int16") == 0 &&
+            strcmp(baton_dtype_name(BATON_UINT16), "uint16") == 0 &&
+            strcmp(baton_dtype_name(BATON_BOOL), "bool") == 0 &&
+            strcmp(baton_op_name(BATON_BAND), "band") == 0 &&
+            strcmp(baton_op_name(BATON_BOR), "bor") == 0 &&
+            strcmp(baton_op_name(BATON_BXOR), "bxor") == 0,
+        "the names of int16, uint16, bool, band, bor or bxor are wrong");
 }
 
 static void test_params_describe(void) {
@@ -135,6 +146,17 @@ static void expect_einval(int rc, const char *call, const char *word) {
   tally_record(&T, ok);
 }
 
+/* Like expect_einval, naming both words: an op and a dtype that do not go
+ * together. */
+static void expect_einval2(int rc, const char *call, const char *w1, const char *w2) {
+  const char *e = baton_comm_last_error(T.comm);
+  int ok = rc == BATON_EINVAL && e && strstr(e, w1) && strstr(e, w2);
+  if (!ok)
+    tally_say(&T, "%s: returned %s, last error \"%s\"; expected BATON_EINVAL naming '%s' and '%s'",
+              call, baton_err_name(rc), e ? e : "(null)", w1, w2);
+  tally_record(&T, ok);
+}
+
 /* A NULL comm must be rejected without being dereferenced. */
 static void expect_null_comm(int rc, const char *call) { check(rc == BATON_EINVAL, call); }
 
@@ -159,6 +181,55 @@ static void test_allreduce_args(void) {
                 "allreduce(count SIZE_MAX/2 float32)", "count");
   expect_null_comm(baton_allreduce(a, b, 4, BATON_FLOAT32, BATON_SUM, NULL),
                    "allreduce(comm NULL) did not return BATON_EINVAL");
+}
+
+/*
+ * The bitwise ops with a float dtype, and bool's average: BATON_EINVAL from
+ * every reducing call, naming the op and the dtype, even for count 0, and
+ * an i-call makes no request. The valid pairs next to them still work.
+ */
+static void test_op_dtype_pairs(void) {
+  static const baton_dtype_t floats[] = {BATON_FLOAT16, BATON_BFLOAT16, BATON_FLOAT32,
+                                         BATON_FLOAT64};
+  static const baton_op_t bitwise[] = {BATON_BAND, BATON_BOR, BATON_BXOR};
+  baton_comm_t *c = T.comm;
+  double a[8] = {0}, b[8];
+  size_t counts[16];
+  for (int r = 0; r < 16; r++)
+    counts[r] = 1;
+  char what[96];
+  for (int f = 0; f < 4; f++)
+    for (int o = 0; o < 3; o++) {
+      const char *dn = baton_dtype_name(floats[f]), *on = baton_op_name(bitwise[o]);
+      snprintf(what, sizeof what, "allreduce(%s, %s)", dn, on);
+      expect_einval2(baton_allreduce(a, b, 4, floats[f], bitwise[o], c), what, on, dn);
+      snprintf(what, sizeof what, "allreduce(count 0, %s, %s)", dn, on);
+      expect_einval2(baton_allreduce(a, b, 0, floats[f], bitwise[o], c), what, on, dn);
+    }
+  expect_einval2(baton_reduce_scatter(a, b, 1, BATON_FLOAT32, BATON_BAND, c),
+                 "reduce_scatter(float32, band)", "band", "float32");
+  expect_einval2(baton_reduce(a, b, 1, BATON_BFLOAT16, BATON_BXOR, 0, c), "reduce(bfloat16, bxor)",
+                 "bxor", "bfloat16");
+  if (T.size <= 16)
+    expect_einval2(baton_reduce_scatterv(a, b, counts, BATON_FLOAT64, BATON_BOR, c),
+                   "reduce_scatterv(float64, bor)", "bor", "float64");
+  baton_request_t *req = (baton_request_t *)&req;
+  expect_einval2(baton_iallreduce(a, b, 4, BATON_FLOAT16, BATON_BAND, c, &req),
+                 "iallreduce(float16, band)", "band", "float16");
+  check(req == NULL, "iallreduce(float16, band): *req is not NULL");
+  expect_einval2(baton_allreduce(a, b, 4, BATON_BOOL, BATON_AVG, c), "allreduce(bool, avg)", "avg",
+                 "bool");
+  /* The valid neighbours: bitwise on integers, bool's or, int16's average. */
+  int16_t s[2] = {(int16_t)(0x0f0f | T.rank << 4), -1}, t[2];
+  int ok =
+      tally_rc(&T, baton_allreduce(s, t, 2, BATON_INT16, BATON_BAND, c), "allreduce(int16, band)");
+  check(ok && t[0] == 0x0f0f && t[1] == -1, "allreduce(int16, band): wrong result");
+  uint8_t yes[2] = {(uint8_t)(T.rank == 0 ? 7 : 0), 0}, got[2];
+  ok = tally_rc(&T, baton_allreduce(yes, got, 2, BATON_BOOL, BATON_SUM, c), "allreduce(bool, sum)");
+  check(ok && got[0] == 1 && got[1] == 0, "allreduce(bool, sum): not 1 and 0");
+  uint16_t u[1] = {(uint16_t)(60000 + T.rank)}, v[1];
+  ok = tally_rc(&T, baton_allreduce(u, v, 1, BATON_UINT16, BATON_MAX, c), "allreduce(uint16, max)");
+  check(ok && v[0] == 60000 + T.size - 1, "allreduce(uint16, max): wrong result");
 }
 
 /*
@@ -555,6 +626,7 @@ int main(void) {
   test_comm_queries();
   test_allreduce_args();
   test_reduce_scatter_args();
+  test_op_dtype_pairs();
   test_allgather_args();
   test_broadcast_args();
   test_rooted_args();

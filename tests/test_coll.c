@@ -20,8 +20,12 @@
  * The exact sweep covers every dtype, op, count and in-place mode. Its inputs
  * are chosen (exact_spec) so that every order of reduction gives the same
  * bits: small integers, halves and powers of two for floats, wraparound only
- * where it is well defined. So each result is compared bitwise with a
+ * where it is well defined, any bits for the bitwise ops, and for bool any
+ * byte (true unless 0). So each result is compared bitwise with a
  * reference that reduces in rank order, whatever order the library uses.
+ * The pairs without a meaning (a float with BAND, BOR or BXOR; bool with
+ * AVG) are not swept: each reducing collective must refuse them with
+ * BATON_EINVAL naming the op and the dtype, and leave recvbuf alone.
  *
  * The consistency sweep uses random non-integer floats, where the order
  * matters, and checks instead that the result is close to the exact one and
@@ -32,6 +36,7 @@
  * Buffers start one element off a 64-byte boundary in some cases (by the
  * count's low bits), as pointers into a user's array may.
  */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,9 +77,10 @@ static const char *const coll_names[NCOLLS] = {
 #define ROOTED(coll)                                                                               \
   ((coll) == BROADCAST || (coll) == REDUCE || (coll) == GATHER || (coll) == SCATTER)
 static const char *const dtype_names[BATON_DTYPE_COUNT] = {
-    "int8",   "uint8",   "int32",    "uint32",  "int64",
-    "uint64", "float16", "bfloat16", "float32", "float64"};
-static const char *const op_names[BATON_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+    "int8",     "uint8",   "int32",   "uint32", "int64",  "uint64", "float16",
+    "bfloat16", "float32", "float64", "int16",  "uint16", "bool"};
+static const char *const op_names[BATON_OP_COUNT] = {"sum", "prod", "min", "max",
+                                                     "avg", "band", "bor", "bxor"};
 
 typedef struct {
   tally_t t;
@@ -525,15 +531,71 @@ static int too_large(const test_t *T, int coll, size_t count) {
   return (coll == ALLTOALL || coll == REDUCE_SCATTERV) && count > 65537 && T->only_count < 0;
 }
 
+/* Whether the text names `word` as a whole word ("float16" is not in
+ * "bfloat16"). */
+static int names_word(const char *text, const char *word) {
+  size_t len = strlen(word);
+  for (const char *p = strstr(text, word); p; p = strstr(p + 1, word)) {
+    int before = p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+    int after = isalnum((unsigned char)p[len]) || p[len] == '_';
+    if (!before && !after)
+      return 1;
+  }
+  return 0;
+}
+
+/* An op that does not apply to dt: BATON_EINVAL from the call itself, on
+ * every rank alike and before anything moves, naming both; recvbuf keeps
+ * its poison. */
+static int refused(test_t *T, int coll, baton_dtype_t dt, baton_op_t op) {
+  baton_comm_t *comm = T->t.comm;
+  size_t n = (size_t)T->t.size, bytes = 8 * n;
+  char name[96];
+  snprintf(name, sizeof name, "%s %s %s (no meaning)", coll_names[coll], dtype_names[dt],
+           op_names[op]);
+  memset(T->send, 0, bytes);
+  memset(T->recv, POISON, bytes);
+  for (size_t q = 0; q < n; q++)
+    T->vcounts[q] = 1;
+  int rc;
+  switch (coll) {
+  case ALLREDUCE:
+    rc = baton_allreduce(T->send, T->recv, 1, dt, op, comm);
+    break;
+  case REDUCE_SCATTER:
+    rc = baton_reduce_scatter(T->send, T->recv, 1, dt, op, comm);
+    break;
+  case REDUCE:
+    rc = baton_reduce(T->send, T->recv, 1, dt, op, 0, comm);
+    break;
+  default:
+    rc = baton_reduce_scatterv(T->send, T->recv, T->vcounts, dt, op, comm);
+    break;
+  }
+  const char *why = baton_comm_last_error(comm);
+  int ok = rc == BATON_EINVAL && names_word(why, dtype_names[dt]) && names_word(why, op_names[op]);
+  for (size_t i = 0; ok && i < bytes; i++)
+    ok = T->recv[i] == POISON;
+  if (!ok)
+    tally_say(&T->t, "%s: returned %s, last error \"%s\"; expected BATON_EINVAL naming both", name,
+              baton_err_name(rc), why);
+  return ok;
+}
+
 static void sweep(test_t *T, int coll) {
   int nops = NO_OP(coll) ? 1 : BATON_OP_COUNT;
   for (int dt = 0; dt < BATON_DTYPE_COUNT; dt++)
-    for (int op = 0; op < nops; op++)
-      for (int i = 0; i < T->ncounts && !T->t.broken; i++) {
-        int o = NO_OP(coll) ? -1 : op;
+    for (int op = 0; op < nops; op++) {
+      int o = NO_OP(coll) ? -1 : op;
+      if (o >= 0 && !ref_valid(dt, o)) {
+        if (selected(T, dt, o, T->only_count < 0 ? 0 : (size_t)T->only_count) && !T->t.broken)
+          tally_record(&T->t, refused(T, coll, dt, o));
+        continue;
+      }
+      for (int i = 0; i < T->ncounts && !T->t.broken; i++)
         if (selected(T, dt, o, T->counts[i]) && !too_large(T, coll, T->counts[i]))
           sweep_one(T, coll, dt, o, T->counts[i]);
-      }
+    }
 }
 
 /* ------------------------------------------------------- consistency */

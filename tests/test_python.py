@@ -63,8 +63,24 @@ def stored(x, dtype):
     return x.astype(baton.DTYPES[dtype][1])
 
 
+BITWISE = {"band": np.bitwise_and, "bor": np.bitwise_or, "bxor": np.bitwise_xor}
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+
+def valid(op, dtype):
+    """Whether baton reduces dtype with op: no bitwise floats, no bool average."""
+    if op in BITWISE:
+        return dtype not in FLOATS
+    return not (dtype == "bool" and op == "avg")
+
+
 def reference(op, dtype, count, size):
     every = np.stack([values(r, count, dtype) for r in range(size)])
+    if dtype == "bool":  # true when nonzero; sum and max are or, prod and min and
+        every = every != 0
+        op = {"sum": "bor", "max": "bor", "prod": "band", "min": "band"}.get(op, op)
+    if op in BITWISE:
+        return stored(BITWISE[op].reduce(every.astype(np.int64), axis=0), dtype)
     if op == "avg":
         s = every.sum(axis=0) / size
         return stored(np.trunc(s) if "int" in dtype else s, dtype)
@@ -80,6 +96,13 @@ def test_allreduce(counts):
     for dtype in baton.DTYPES:
         kw = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
         for op in baton.OPS:
+            if not valid(op, dtype):
+                e = raises("allreduce %s %s refused" % (dtype, op), baton.BatonError, op,
+                           comm.allreduce, stored(values(comm.rank, 4, dtype), dtype), op=op, **kw)
+                check("allreduce %s %s: EINVAL naming both" % (dtype, op),
+                      e is not None and e.name == "BATON_EINVAL" and dtype in e.detail,
+                      repr(e))
+                continue
             for count in counts:
                 name = "allreduce %s %s count %d" % (dtype, op, count)
                 want = reference(op, dtype, count, comm.size)
@@ -99,11 +122,20 @@ def test_allreduce(counts):
     check("allreduce 2-D", got.shape == (3, 5) and (got == comm.size).all(), str(got))
     got = comm.allreduce(np.array(float(comm.rank)), op="sum")
     check("allreduce 0-d", got.shape == () and got == comm.size * (comm.size - 1) / 2, str(got))
+    # bool arrays whose bytes are not 0 or 1 (a view of other bytes): true,
+    # and the results are proper 0 or 1 bytes.
+    raw = np.array([comm.rank % 3, 2, 255, 1, 0, 128, 7, 0], np.uint8)
+    every = np.array([[r % 3, 2, 255, 1, 0, 128, 7, 0] for r in range(comm.size)]) != 0
+    for op, want in (("sum", every.any(0)), ("prod", every.all(0)), ("bxor", every.sum(0) % 2)):
+        got = comm.allreduce(raw.view(np.bool_), op=op)
+        check("allreduce bool %s of bytes other than 0 and 1" % op,
+              got.dtype == np.bool_ and got.view(np.uint8).tolist() == want.astype(int).tolist(),
+              "got bytes %s want %s" % (got.view(np.uint8).tolist(), want.astype(int).tolist()))
 
 
 def test_reduce_scatter(counts):
     n = comm.size
-    for dtype in ("int8", "uint64", "float16", "bfloat16", "float32", "float64"):
+    for dtype in ("int8", "uint64", "float16", "bfloat16", "float32", "float64", "int16", "bool"):
         kw = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
         for count in counts:
             name = "reduce_scatter %s count %d" % (dtype, count)
@@ -122,7 +154,7 @@ def test_reduce_scatter(counts):
 
 def test_allgather(counts):
     n = comm.size
-    for dtype in ("uint8", "int32", "float16", "bfloat16", "float64"):
+    for dtype in ("uint8", "int32", "float16", "bfloat16", "float64", "uint16", "bool"):
         kw = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
         for count in counts:
             name = "allgather %s count %d" % (dtype, count)
@@ -180,7 +212,7 @@ def test_more_collectives(counts):
     """reduce, alltoall, gather, scatter, allgatherv and reduce_scatterv,
     against the same NumPy reference, in and out of place."""
     n, me = comm.size, comm.rank
-    for dtype in ("int8", "uint32", "float16", "bfloat16", "float64"):
+    for dtype in ("int8", "uint32", "float16", "bfloat16", "float64", "int16", "uint16", "bool"):
         kw = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
         for count in counts:
             root = count % n
@@ -255,11 +287,14 @@ def test_errors():
     raises("non-contiguous out", ValueError, "not C-contiguous",
            comm.allreduce, f[:4], out=np.zeros(8, np.float32)[::2])
     raises("list input", TypeError, "numpy.ndarray", comm.allreduce, [1.0, 2.0])
-    raises("int16 input", TypeError, "int16", comm.allreduce, np.zeros(4, np.int16))
-    raises("bool input", TypeError, "not a baton dtype", comm.allreduce, np.zeros(4, bool))
+    raises("float128 input", TypeError, "not a baton dtype", comm.allreduce,
+           np.zeros(4, np.longdouble))
     raises("complex input", TypeError, "not a baton dtype", comm.allreduce, np.zeros(4, complex))
-    raises("uint16 without dtype", TypeError, 'dtype="bfloat16"', comm.allreduce,
-           np.zeros(4, np.uint16))
+    got = comm.allreduce(np.full(4, 60000, np.uint16), op="max")
+    check("uint16 without dtype is uint16", got.dtype == np.uint16 and (got == 60000).all(), str(got))
+    e = raises("float32 with band", baton.BatonError, "band", comm.allreduce, f, op="band")
+    check("float32 band: EINVAL naming float32", e is not None and e.name == "BATON_EINVAL" and
+          "float32" in e.detail, repr(e))
     raises("bfloat16 on float32", TypeError, "needs an array of uint16",
            comm.allreduce, f, dtype="bfloat16")
     raises("unknown dtype name", ValueError, "unknown dtype 'float128'",

@@ -9,7 +9,12 @@
  * bit; the one latitude is that a NaN expected from SUM, PROD or a division
  * may be any NaN (its payload follows the hardware).
  *
- * Also: every dtype x op x length (0, 1, 7, 1000, 1003) x start offset x aliasing
+ * bool is one byte read as true when nonzero, and every kernel must write 0
+ * or 1: the reference normalises its inputs first, and a sweep of every
+ * pair of bytes checks each bool kernel. The bitwise ops are checked on
+ * every integer width; floats and bool's AVG must have no kernel.
+ *
+ * Also: every dtype x op x length (0, 1, 7, 31, 1000, 1003) x start offset x aliasing
  * (dst separate, dst == a, dst == b) with guard elements around dst; the
  * conversions exhaustively over all 65536 halves and on floats around every
  * rounding tie, against the reference and against the F16C instructions
@@ -18,6 +23,14 @@
  * tier that the CPU has (SSE2, AVX2, AVX-512).
  *
  * Prints "N passed, M failed" and exits 1 if anything failed.
+ *
+ *   test_reduce --bench [BYTES]
+ *
+ * times the kernels instead (no checks): every dtype and op that has one,
+ * in every tier the CPU has, in place (dst == a, as a receive-reduce step)
+ * on BYTES per operand (default 64 KiB, a pipelined collective's segment,
+ * which stays in cache). GB/s is BYTES of the result per second; each
+ * element reads two operands and writes one. Best of 7 runs of ~10 ms.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -79,8 +92,18 @@ static const dtype_info_t info[BATON_DTYPE_COUNT] = {
     [BATON_INT64] = {"int64", 8, 0, 1},     [BATON_UINT64] = {"uint64", 8, 0, 0},
     [BATON_FLOAT16] = {"float16", 2, 1, 1}, [BATON_BFLOAT16] = {"bfloat16", 2, 1, 1},
     [BATON_FLOAT32] = {"float32", 4, 1, 1}, [BATON_FLOAT64] = {"float64", 8, 1, 1},
+    [BATON_INT16] = {"int16", 2, 0, 1},     [BATON_UINT16] = {"uint16", 2, 0, 0},
+    [BATON_BOOL] = {"bool", 1, 0, 0},
 };
-static const char *const op_names[BATON_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+static const char *const op_names[BATON_OP_COUNT] = {"sum", "prod", "min", "max",
+                                                     "avg", "band", "bor", "bxor"};
+
+/* Whether (t, op) has a meaning: no bitwise floats, no bool average. */
+static int valid_pair(baton_dtype_t t, baton_op_t op) {
+  if (op >= BATON_BAND)
+    return !info[t].is_float;
+  return !(t == BATON_BOOL && op == BATON_AVG);
+}
 
 /* Element i of p as raw bits, zero-extended. */
 static uint64_t ld(baton_dtype_t t, const void *p, size_t i) {
@@ -250,9 +273,28 @@ static uint64_t wrap(baton_dtype_t t, unsigned __int128 v) {
   return (uint64_t)v & (~(uint64_t)0 >> (64 - 8 * info[t].size));
 }
 
+/* bool: true when nonzero; SUM and MAX are or, PROD and MIN and. */
+static uint64_t ref_bool(baton_op_t op, uint64_t a, uint64_t b) {
+  int x = a != 0, y = b != 0;
+  switch (op) {
+  case BATON_SUM:
+  case BATON_MAX:
+  case BATON_BOR:
+    return x || y;
+  case BATON_BXOR:
+    return x != y;
+  default: /* PROD, MIN, BAND */
+    return x && y;
+  }
+}
+
 static uint64_t ref_op(baton_dtype_t t, baton_op_t op, uint64_t a, uint64_t b) {
   if (op == BATON_AVG)
     op = BATON_SUM;
+  if (t == BATON_BOOL)
+    return ref_bool(op, a, b);
+  if (op >= BATON_BAND) /* on the bits as they are */
+    return op == BATON_BAND ? a & b : op == BATON_BOR ? a | b : a ^ b;
   if (!info[t].is_float) {
     __int128 x = ival(t, a), y = ival(t, b);
     unsigned __int128 r;
@@ -435,21 +477,24 @@ static void div_case(baton_dtype_t t, size_t n, size_t off, int divisor) {
 }
 
 static void test_kernels(void) {
-  static const size_t lens[] = {0, 1, 7, 1000, 1003};
+  static const size_t lens[] = {0, 1, 7, 31, 1000, 1003};
   static const size_t offs[] = {0, 1, 3};
   for (int t = 0; t < BATON_DTYPE_COUNT; t++)
     for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
       for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++) {
         for (int op = 0; op < BATON_OP_COUNT; op++)
-          for (int alias = SEPARATE; alias <= DST_IS_B; alias++)
+          for (int alias = SEPARATE; alias <= DST_IS_B && valid_pair(t, op); alias++)
             kernel_case(t, op, lens[l], offs[o], alias);
+        if (t == BATON_BOOL) /* no average, so nothing divides a bool */
+          continue;
         div_case(t, lens[l], offs[o], 3);
         div_case(t, lens[l], offs[o], 8);
       }
 }
 
-/* Out-of-range arguments give NULL; AVG uses the SUM kernel; n = 0 with
- * NULL pointers is fine (the sanitizer build checks that). */
+/* Out-of-range arguments and the pairs without a meaning give NULL; AVG
+ * uses the SUM kernel; n = 0 with NULL pointers is fine (the sanitizer
+ * build checks that). */
 static void test_table(void) {
   begin_check();
   if (baton__reduce_get(BATON_DTYPE_COUNT, BATON_SUM) ||
@@ -458,11 +503,19 @@ static void test_table(void) {
       baton__reduce_get(BATON_FLOAT32, (baton_op_t)-1))
     REPORT("FAIL reduce_get: a kernel for an out-of-range dtype or op\n");
   for (int t = 0; t < BATON_DTYPE_COUNT; t++) {
-    if (baton__reduce_get(t, BATON_AVG) != baton__reduce_get(t, BATON_SUM))
+    if (t != BATON_BOOL && baton__reduce_get(t, BATON_AVG) != baton__reduce_get(t, BATON_SUM))
       REPORT("FAIL reduce_get %s: AVG is not the SUM kernel\n", info[t].name);
-    /* A count of 0 may come with NULL buffers. */
-    for (int op = 0; op < BATON_OP_COUNT; op++)
-      baton__reduce_get(t, op)(NULL, NULL, NULL, 0);
+    for (int op = 0; op < BATON_OP_COUNT; op++) {
+      baton__reduce_fn fn = baton__reduce_get(t, op);
+      if (!fn != !valid_pair(t, op))
+        REPORT("FAIL reduce_get %s %s: %s\n", info[t].name, op_names[op],
+               fn ? "a kernel for a pair without a meaning" : "no kernel");
+      if (!!baton__reduce_ok(t, op) != valid_pair(t, op))
+        REPORT("FAIL baton__reduce_ok %s %s: says %d\n", info[t].name, op_names[op],
+               baton__reduce_ok(t, op));
+      if (fn) /* a count of 0 may come with NULL buffers */
+        fn(NULL, NULL, NULL, 0);
+    }
     baton__reduce_div(NULL, 0, t, 3);
   }
   end_check();
@@ -499,6 +552,58 @@ static void test_wraparound(void) {
   pair_case(BATON_INT64, BATON_PROD, 1ull << 32, 1ull << 32, 0);
   pair_case(BATON_UINT64, BATON_SUM, UINT64_MAX, 1, 0);
   pair_case(BATON_UINT64, BATON_PROD, UINT64_MAX, UINT64_MAX, 1);
+  pair_case(BATON_INT16, BATON_SUM, INT16_MAX, 1, 0x8000);
+  pair_case(BATON_INT16, BATON_PROD, 256, 256, 0);
+  pair_case(BATON_INT16, BATON_PROD, 0x8000, 0xffff, 0x8000); /* -32768 * -1 */
+  pair_case(BATON_INT16, BATON_MIN, 0x8000, 0x7fff, 0x8000);
+  pair_case(BATON_UINT16, BATON_SUM, UINT16_MAX, 2, 1);
+  pair_case(BATON_UINT16, BATON_MAX, 0x8000, 0x7fff, 0x8000);
+}
+
+/* The bitwise ops on hand-picked bits of every integer width: signed types
+ * too act on the bits, sign bit included. */
+static void test_bitwise(void) {
+  static const baton_dtype_t ints[] = {BATON_INT8,  BATON_UINT8,  BATON_INT16, BATON_UINT16,
+                                       BATON_INT32, BATON_UINT32, BATON_INT64, BATON_UINT64};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+    baton_dtype_t t = ints[i];
+    uint64_t all = ~0ull >> (64 - 8 * info[t].size), top = 1ull << (8 * info[t].size - 1);
+    uint64_t x = 0xf0f0f0f0f0f0f0f0ull & all, y = 0xff00ff00ff00ff00ull & all;
+    pair_case(t, BATON_BAND, x, y, 0xf000f000f000f000ull & all);
+    pair_case(t, BATON_BOR, x, y, 0xfff0fff0fff0fff0ull & all);
+    pair_case(t, BATON_BXOR, x, y, 0x0ff00ff00ff00ff0ull & all);
+    pair_case(t, BATON_BAND, top | 1, all, top | 1);
+    pair_case(t, BATON_BOR, top, 1, top | 1);
+    pair_case(t, BATON_BXOR, all, top, all ^ top);
+    pair_case(t, BATON_BXOR, all, all, 0);
+  }
+}
+
+/* Every pair of bytes through every bool kernel, at a length with a vector
+ * tail: the result is the reference's 0 or 1, in every tier. */
+static void test_bool_bytes(void) {
+  enum { N = 256 * 256 + 13 };
+  static uint8_t x[N], y[N], d[N];
+  for (size_t i = 0; i < N; i++)
+    x[i] = (uint8_t)i, y[i] = (uint8_t)(i >> 8);
+  for (int op = 0; op < BATON_OP_COUNT; op++) {
+    if (!valid_pair(BATON_BOOL, op))
+      continue;
+    char what[64];
+    snprintf(what, sizeof what, "bool %s every pair of bytes", op_names[op]);
+    begin_check();
+    memset(d, 0xcd, sizeof d);
+    baton__reduce_get(BATON_BOOL, op)(d, x, y, N);
+    for (size_t i = 0; i < N; i++)
+      expect(what, BATON_BOOL, i, d[i], ref_bool(op, x[i], y[i]), 0);
+    end_check();
+  }
+  begin_check();
+  memcpy(d, x, N);
+  baton__reduce_bool_normalize(d, N);
+  for (size_t i = 0; i < N; i++)
+    expect("baton__reduce_bool_normalize", BATON_BOOL, i, d[i], x[i] != 0, 0);
+  end_check();
 }
 
 /* ±0 and NaN in MIN and MAX, for every float dtype and in both orders. */
@@ -559,6 +664,9 @@ static void test_avg_div(void) {
       {BATON_INT8, 3, 0x80, 0xd6}, /* -128 / 3 = -42 */
       {BATON_INT8, 2, 0xff, 0},    /* -1 / 2 = 0 */
       {BATON_UINT8, 2, 255, 127},
+      {BATON_INT16, 2, 0xfff9, 0xfffd}, /* -7 / 2 = -3 */
+      {BATON_INT16, 3, 0x8000, 0xd556}, /* -32768 / 3 = -10922 */
+      {BATON_UINT16, 2, 0xffff, 0x7fff},
       {BATON_INT32, 4, 0xfffffff6, 0xfffffffe}, /* -10 / 4 = -2 */
       {BATON_INT32, 3, 0x80000000, 0xd5555556}, /* INT32_MIN / 3 */
       {BATON_UINT32, 3, 0xffffffff, 0x55555555},
@@ -699,8 +807,67 @@ static void test_half_kernels(void) {
     }
 }
 
-int main(void) {
+/* ---------------------------------------------------------- benchmark */
+
+/* GB/s of one kernel on n elements in place: the best of 7 runs, each of
+ * enough calls to take about 10 ms. */
+static double bench_kernel(baton__reduce_fn fn, char *a, const char *b, size_t n, size_t es) {
+  int calls = 1;
+  for (double t = 0; t < 0.01; calls *= 2) {
+    double t0 = baton__now();
+    for (int i = 0; i < calls; i++)
+      fn(a, a, b, n);
+    t = baton__now() - t0;
+  }
+  double best = 1e30;
+  for (int r = 0; r < 7; r++) {
+    double t0 = baton__now();
+    for (int i = 0; i < calls; i++)
+      fn(a, a, b, n);
+    double t = (baton__now() - t0) / calls;
+    best = t < best ? t : best;
+  }
+  return (double)(n * es) / best / 1e9;
+}
+
+static int bench(size_t bytes) {
+  static const char *const tiers[] = {"base", "avx2", "avx512"};
+  char *a = xmalloc(bytes), *b = xmalloc(bytes);
+  int have[3];
+  for (int tier = 0; tier < 3; tier++)
+    have[tier] = baton__reduce_cap_tier(tier) == tier;
+  printf("# reduction kernels in place, %zu bytes per operand, GB/s of the result\n", bytes);
+  printf("%-9s %-5s", "dtype", "op");
+  for (int tier = 0; tier < 3; tier++)
+    if (have[tier])
+      printf(" %8s", tiers[tier]);
+  printf("\n");
+  for (int t = 0; t < BATON_DTYPE_COUNT; t++)
+    for (int op = 0; op < BATON_OP_COUNT; op++) {
+      size_t es = info[t].size, n = bytes / es;
+      if (op == BATON_AVG || !valid_pair(t, op)) /* AVG's kernel is SUM */
+        continue;
+      printf("%-9s %-5s", info[t].name, op_names[op]);
+      for (int tier = 0; tier < 3; tier++) {
+        if (!have[tier])
+          continue;
+        baton__reduce_cap_tier(tier);
+        for (size_t i = 0; i < n; i++) /* small values: no NaN, no denormal */
+          st(t, a, i, gen(t) & 0x3), st(t, b, i, i % 3 ? 1 : 0);
+        printf(" %8.1f", bench_kernel(baton__reduce_get(t, op), a, b, n, es));
+      }
+      printf("\n");
+      fflush(stdout);
+    }
+  baton__reduce_cap_tier(2);
+  free(a), free(b);
+  return 0;
+}
+
+int main(int argc, char **argv) {
   static const char *const tiers[] = {"[base] ", "[avx2] ", "[avx512] "};
+  if (argc >= 2 && strcmp(argv[1], "--bench") == 0)
+    return bench(argc >= 3 ? (size_t)strtoull(argv[2], NULL, 0) : 65536);
   test_conversions();
   for (int tier = 0; tier < 3; tier++) {
     if (baton__reduce_cap_tier(tier) != tier) {
@@ -711,6 +878,8 @@ int main(void) {
     test_table();
     test_kernels();
     test_wraparound();
+    test_bitwise();
+    test_bool_bytes();
     test_minmax_specials();
     test_minmax_order();
     test_avg_div();

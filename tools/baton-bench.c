@@ -29,14 +29,13 @@ static const baton_dtype_t baton_dtypes[DT_COUNT] = {
     [DT_INT8] = BATON_INT8,       [DT_UINT8] = BATON_UINT8,       [DT_INT32] = BATON_INT32,
     [DT_UINT32] = BATON_UINT32,   [DT_INT64] = BATON_INT64,       [DT_UINT64] = BATON_UINT64,
     [DT_FLOAT16] = BATON_FLOAT16, [DT_BFLOAT16] = BATON_BFLOAT16, [DT_FLOAT32] = BATON_FLOAT32,
-    [DT_FLOAT64] = BATON_FLOAT64};
+    [DT_FLOAT64] = BATON_FLOAT64, [DT_INT16] = BATON_INT16,       [DT_UINT16] = BATON_UINT16,
+    [DT_BOOL] = BATON_BOOL};
 _Static_assert((int)DT_COUNT == (int)BATON_DTYPE_COUNT, "one row per baton_dtype_t");
 
-static const baton_op_t baton_ops[OP_COUNT] = {[OP_SUM] = BATON_SUM,
-                                               [OP_PROD] = BATON_PROD,
-                                               [OP_MIN] = BATON_MIN,
-                                               [OP_MAX] = BATON_MAX,
-                                               [OP_AVG] = BATON_AVG};
+static const baton_op_t baton_ops[OP_COUNT] = {
+    [OP_SUM] = BATON_SUM, [OP_PROD] = BATON_PROD, [OP_MIN] = BATON_MIN, [OP_MAX] = BATON_MAX,
+    [OP_AVG] = BATON_AVG, [OP_BAND] = BATON_BAND, [OP_BOR] = BATON_BOR, [OP_BXOR] = BATON_BXOR};
 _Static_assert((int)OP_COUNT == (int)BATON_OP_COUNT, "one row per baton_op_t");
 
 /* Under baton-run every rank parses the arguments; only one should print
@@ -56,8 +55,8 @@ static void usage(FILE *f) {
              "counts)\n" BENCH_USAGE_SIZES
              "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
              "float16 bfloat16\n"
-             "                          float32 (default) float64\n"
-             "  -o, --op OP             sum (default) prod min max avg\n"
+             "                          float32 (default) float64 int16 uint16 bool\n"
+             "  -o, --op OP             sum (default) prod min max avg band bor bxor\n"
              "  -a, --algo ALGO         sets BATON_ALGO for this run (ring, "
              "naive, rhd, rd, tree,\n"
              "                          pairwise, or COLL:ALGO,...)\n" BENCH_USAGE_CHECK
@@ -370,8 +369,8 @@ static const bench_prog_t baton_bench = {
     .why_not = why_not,
     .algo_help = "an algorithm name for BATON_ALGO",
     .bad_dtype = "expected int8, uint8, int32, uint32, int64, uint64, "
-                 "float16, bfloat16, float32 or float64",
-    .bad_op = "expected sum, prod, min, max or avg",
+                 "float16, bfloat16, float32, float64, int16, uint16 or bool",
+    .bad_op = "expected sum, prod, min, max, avg, band, bor or bxor",
     .lib = "baton",
 };
 

@@ -59,6 +59,8 @@ static case_t draw(uint64_t *state, int size, size_t max_count) {
   c.coll = (int)(r[0] % NCOLLS);
   c.dt = (baton_dtype_t)(r[1] % BATON_DTYPE_COUNT);
   c.op = (baton_op_t)(r[2] % BATON_OP_COUNT);
+  if (!ref_valid(c.dt, c.op)) /* a float with a bitwise op, bool's average: one that applies */
+    c.op = (baton_op_t)(r[2] / BATON_OP_COUNT % BATON_AVG);
   size_t cap = r[3] % 4 == 0 ? max_count : max_count < 1024 ? max_count : 1024;
   c.count = (size_t)(r[4] % (cap + 1));
   c.inplace = (int)(r[5] & 1);

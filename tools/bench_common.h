@@ -91,10 +91,12 @@ static int coll_has_root(coll_t c) {
   return c == COLL_BROADCAST || c == COLL_REDUCE || c == COLL_GATHER || c == COLL_SCATTER;
 }
 
-typedef enum { KIND_SINT, KIND_UINT, KIND_FLOAT } kind_t;
+typedef enum { KIND_SINT, KIND_UINT, KIND_FLOAT, KIND_BOOL } kind_t;
 
 /* baton's dtypes, in the order of baton_dtype_t and with the names of
- * baton_dtype_name(); MPI lacks the two 16-bit floats. */
+ * baton_dtype_name(); MPI lacks the two 16-bit floats (and its C bool has
+ * only the logical reductions, which baton_dtype_t's bool spells SUM and
+ * PROD). */
 typedef enum {
   DT_INT8,
   DT_UINT8,
@@ -106,6 +108,9 @@ typedef enum {
   DT_BFLOAT16,
   DT_FLOAT32,
   DT_FLOAT64,
+  DT_INT16,
+  DT_UINT16,
+  DT_BOOL,
   DT_COUNT
 } dtype_t;
 
@@ -119,12 +124,15 @@ static const dtype_info_t dtypes[DT_COUNT] = {
     {"int8", 1, KIND_SINT},     {"uint8", 1, KIND_UINT},     {"int32", 4, KIND_SINT},
     {"uint32", 4, KIND_UINT},   {"int64", 8, KIND_SINT},     {"uint64", 8, KIND_UINT},
     {"float16", 2, KIND_FLOAT}, {"bfloat16", 2, KIND_FLOAT}, {"float32", 4, KIND_FLOAT},
-    {"float64", 8, KIND_FLOAT}};
+    {"float64", 8, KIND_FLOAT}, {"int16", 2, KIND_SINT},     {"uint16", 2, KIND_UINT},
+    {"bool", 1, KIND_BOOL}};
 
-/* baton's reductions, in the order of baton_op_t; MPI lacks the average. */
-typedef enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_AVG, OP_COUNT } op_t;
+/* baton's reductions, in the order of baton_op_t; MPI lacks the average,
+ * Gloo the bitwise ops. */
+typedef enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_AVG, OP_BAND, OP_BOR, OP_BXOR, OP_COUNT } op_t;
 
-static const char *const op_names[OP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+static const char *const op_names[OP_COUNT] = {"sum", "prod", "min", "max",
+                                               "avg", "band", "bor", "bxor"};
 
 /* ------------------------------------------------------------- types */
 
@@ -537,18 +545,41 @@ static int64_t wrap(dtype_t dt, int64_t v) {
     return (int32_t)v;
   case DT_UINT32:
     return (uint32_t)v;
+  case DT_INT16:
+    return (int16_t)v;
+  case DT_UINT16:
+    return (uint16_t)v;
   default:
     return v;
   }
 }
 
+/* bool: any nonzero input is true; SUM and MAX are or, PROD and MIN and. */
+static op_t bool_op(op_t op) {
+  return op == OP_SUM || op == OP_MAX ? OP_BOR : op == OP_PROD || op == OP_MIN ? OP_BAND : op;
+}
+
 static int64_t reduce_expect(op_t op, dtype_t dt, int n, size_t i) {
   kind_t kind = dtypes[dt].kind;
   int64_t acc = reduce_input(op, kind, 0, n, i);
+  int is_bool = kind == KIND_BOOL;
 
+  if (is_bool)
+    acc = acc != 0;
   for (int r = 1; r < n; r++) {
     int64_t v = reduce_input(op, kind, r, n, i);
-    switch (op) {
+    if (is_bool)
+      v = v != 0;
+    switch (is_bool ? bool_op(op) : op) {
+    case OP_BAND:
+      acc &= v;
+      break;
+    case OP_BOR:
+      acc |= v;
+      break;
+    case OP_BXOR:
+      acc ^= v;
+      break;
     case OP_PROD:
       acc *= v;
       break;
@@ -606,6 +637,15 @@ static void put_elem(void *buf, size_t i, dtype_t dt, int64_t v) {
   case DT_FLOAT64:
     ((double *)buf)[i] = (double)v;
     break;
+  case DT_INT16:
+    ((int16_t *)buf)[i] = (int16_t)v;
+    break;
+  case DT_UINT16:
+    ((uint16_t *)buf)[i] = (uint16_t)v;
+    break;
+  case DT_BOOL: /* the raw byte: inputs other than 0 and 1 count as true */
+    ((uint8_t *)buf)[i] = (uint8_t)v;
+    break;
   default:
     break;
   }
@@ -633,6 +673,12 @@ static double get_elem(const void *buf, size_t i, dtype_t dt) {
     return ((const float *)buf)[i];
   case DT_FLOAT64:
     return ((const double *)buf)[i];
+  case DT_INT16:
+    return ((const int16_t *)buf)[i];
+  case DT_UINT16:
+    return ((const uint16_t *)buf)[i];
+  case DT_BOOL:
+    return ((const uint8_t *)buf)[i];
   default:
     return 0;
   }

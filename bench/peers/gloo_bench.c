@@ -58,7 +58,7 @@ static int has_dtype(dtype_t dt) {
   return dt == DT_INT32 || dt == DT_INT64 || dt == DT_FLOAT32 || dt == DT_FLOAT64;
 }
 
-static int has_op(op_t op) { return op != OP_AVG; }
+static int has_op(op_t op) { return op <= OP_MAX; }
 
 static const char *why_not(coll_t c) {
   if (c == COLL_ALLREDUCE || c == COLL_ALLGATHER || c == COLL_BROADCAST)

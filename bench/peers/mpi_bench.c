@@ -15,9 +15,10 @@
  * says how it times; this file holds what is MPI's: the calls and the
  * library version.
  *
- * MPI has no float16, bfloat16 or average: those are refused. MPI_Bcast
- * has only one buffer, so broadcast prints the in-place group only. In
- * place means MPI_IN_PLACE, at the root only for the rooted collectives.
+ * MPI has no float16, bfloat16 or average, and its C bool only the logical
+ * reductions: those are refused. MPI_Bcast has only one buffer, so
+ * broadcast prints the in-place group only. In place means MPI_IN_PLACE,
+ * at the root only for the rooted collectives.
  */
 #include <mpi.h>
 
@@ -48,6 +49,10 @@ static MPI_Datatype mpi_dtype(dtype_t dt) {
     return MPI_FLOAT;
   case DT_FLOAT64:
     return MPI_DOUBLE;
+  case DT_INT16:
+    return MPI_INT16_T;
+  case DT_UINT16:
+    return MPI_UINT16_T;
   default:
     return MPI_DATATYPE_NULL;
   }
@@ -63,6 +68,12 @@ static MPI_Op mpi_op(op_t op) {
     return MPI_MIN;
   case OP_MAX:
     return MPI_MAX;
+  case OP_BAND:
+    return MPI_BAND;
+  case OP_BOR:
+    return MPI_BOR;
+  case OP_BXOR:
+    return MPI_BXOR;
   default:
     return MPI_OP_NULL;
   }
@@ -82,7 +93,9 @@ static void usage(FILE *f) {
              "counts)\n" BENCH_USAGE_SIZES
              "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
              "float32 (default) float64\n"
-             "  -o, --op OP             sum (default) prod min max\n" BENCH_USAGE_CHECK
+             "                          int16 uint16\n"
+             "  -o, --op OP             sum (default) prod min max band\n"
+             "                          bor bxor\n" BENCH_USAGE_CHECK
              "  -h, --help              this text\n");
 }
 
@@ -200,7 +213,7 @@ static const bench_prog_t mpi_bench = {
     .reduce_scatter_at_start = 1,
     .bcast_one_buffer = 1,
     .bad_dtype = "unknown dtype",
-    .bad_op = "expected sum, prod, min or max",
+    .bad_op = "expected sum, prod, min, max, band, bor or bxor",
     .lib = "MPI",
     .has_dtype = has_dtype,
     .has_op = has_op,

@@ -10,9 +10,12 @@
 
 Every collective takes C-contiguous arrays and returns its result array:
 `out` when given (checked for dtype, shape and contiguity), else a new one.
-The baton dtype follows from the array's NumPy dtype; bfloat16, which NumPy
-lacks, travels as raw uint16 with dtype="bfloat16" (see to_bfloat16 and
-from_bfloat16). Bad arguments raise TypeError or ValueError before anything
+The baton dtype follows from the array's NumPy dtype (np.int16, np.uint16 and
+np.bool_ included); bfloat16, which NumPy lacks, travels as raw uint16 with
+dtype="bfloat16" (see to_bfloat16 and from_bfloat16), as without it a uint16
+array is uint16. The ops are "sum", "prod", "min", "max", "avg" and the
+bitwise "band", "bor" and "bxor" (integers and bool only); on bool, sum and
+max are logical or, prod and min logical and, and avg is refused. Bad arguments raise TypeError or ValueError before anything
 is sent; a failure inside the library raises BatonError, which carries the
 error's name and baton_comm_last_error(). comm.split(color, key) and
 comm.dup() make communicators of some or all of the ranks (groups).
@@ -41,9 +44,14 @@ DTYPES = {
     "bfloat16": (7, np.dtype(np.uint16)),  # raw bits; only with dtype="bfloat16"
     "float32": (8, np.dtype(np.float32)),
     "float64": (9, np.dtype(np.float64)),
+    "int16": (10, np.dtype(np.int16)),
+    "uint16": (11, np.dtype(np.uint16)),
+    "bool": (12, np.dtype(np.bool_)),
 }
-# baton op name -> baton_op_t value.
-OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
+# baton op name -> baton_op_t value. A pair without a meaning (a float with
+# band/bor/bxor, bool with avg) is refused by the library: BatonError,
+# BATON_EINVAL, with the op and the dtype in its detail.
+OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4, "band": 5, "bor": 6, "bxor": 7}
 
 _BY_NUMPY = {storage: name for name, (_, storage) in DTYPES.items() if name != "bfloat16"}
 
@@ -92,8 +100,7 @@ def _dtype(a, dtype):
     if dtype is None:
         name = _BY_NUMPY.get(a.dtype)
         if name is None:
-            hint = "; for bfloat16 stored as uint16 pass dtype=\"bfloat16\"" \
-                if a.dtype == np.uint16 else ""
+            hint = ""
             if not a.dtype.isnative:
                 hint = " (non-native byte order; convert with a.astype(a.dtype.newbyteorder(\"=\")))"
             raise TypeError("array dtype %s is not a baton dtype%s; baton's dtypes are %s"
@@ -251,7 +258,8 @@ class Comm:
 
     def allreduce(self, a, op="sum", out=None, dtype=None, async_op=False):
         """out[i] = op over all ranks of a[i]. In place when out is a.
-        op: "sum", "prod", "min", "max" or "avg" (integers: truncated)."""
+        op: "sum", "prod", "min", "max", "avg" (integers: truncated), or
+        "band", "bor", "bxor" (integers and bool)."""
         h = self._handle()
         _array(a, "a")
         dt, opv = _dtype(a, dtype), _op(op)
