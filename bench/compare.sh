@@ -40,7 +40,8 @@
 #   --timeout S    seconds one library's run may take (default 240); it is
 #                  killed after that, and the table says so
 #   --out DIR      where the report goes (default bench/results)
-#   --coll NAME    allgather, broadcast, reduce_scatter ... instead of
+#   --coll NAME    allgather, broadcast, reduce_scatter, sendrecv (the
+#                  ping-pong of baton-bench -c sendrecv) ... instead of
 #                  allreduce; a library without it is skipped
 #   --baseline DIR adds the library baton-old: the build of another baton
 #                  checkout whose root is DIR (DIR/build/bin/baton-run and
@@ -119,7 +120,7 @@ done
 for v in "$WARMUP" "$ITERS" "$TIMEOUT" "$REPS"; do
   [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a whole number"
 done
-case " allreduce reduce_scatter allgather broadcast reduce alltoall gather scatter " in
+case " allreduce reduce_scatter allgather broadcast reduce alltoall gather scatter sendrecv " in
   *" $COLL "*) ;; *) die "--coll $COLL: not a collective baton-bench knows" ;;
 esac
 for p in $PARTS; do

@@ -46,6 +46,7 @@
  * mismatch fails only the two messages.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -65,7 +66,7 @@ enum { F_HDR = 1, F_DATA = 2, F_CTS = 3, F_ACK = 4 };
 
 typedef struct {
   uint8_t type, dtype, eager; /* eager: HDR only */
-  int32_t tag; /* HDR: the tag; CTS, ACK: the status */
+  int32_t tag;                /* HDR: the tag; CTS, ACK: the status */
   uint64_t id, a, b;
 } frame_t;
 
@@ -160,12 +161,13 @@ struct baton__p2p {
   size_t eager;
   double spin_s, timeout_s;
   int oversubscribed;
-  pthread_mutex_t mu; /* over everything below and every lane */
+  pthread_mutex_t mu;  /* over everything below and every lane */
   pthread_cond_t work; /* the thread sleeps here while it has nothing to drive */
   pthread_t thread;
   int has_thread, stop, waiters;
   int pending; /* messages not complete */
   int dirty;   /* lanes with bytes that have not left, after the last pass */
+  int owed;    /* CTS and ACK frames not yet sent */
   int fatal;
   char fatal_msg[BATON__ERRLEN];
   double last_deep;
@@ -259,9 +261,7 @@ static size_t payload_room(const peer_t *q) { return q->out->slot_bytes - FRAME_
 /* Whether everything committed on q's lane has left this rank (TCP
  * buffers; shared memory does not): a send is complete only then. Moves
  * the lane's bytes. 1 yes, 0 not yet, or the lane's failure. */
-static int drained(peer_t *q) {
-  return q->out->ops->drained ? q->out->ops->drained(q->out) : 1;
-}
+static int drained(peer_t *q) { return q->out->ops->drained ? q->out->ops->drained(q->out) : 1; }
 
 /* One send's next frames, while the lane takes them (*full once it takes
  * no more). Returns the frames sent, or the lane's failure (negative). */
@@ -308,6 +308,7 @@ static int push_lane(baton__p2p_t *p, peer_t *q, int deep, double now) {
     if ((rc = put_frame(p, q, &q->ctrl.f[0], NULL, 0)) != 0)
       return rc;
     memmove(q->ctrl.f, q->ctrl.f + 1, (size_t)--q->ctrl.n * sizeof *q->ctrl.f);
+    p->owed--;
     sent++;
   }
   for (p2p_op_t *op = q->sends; op && !full; op = op->next) {
@@ -326,7 +327,8 @@ static int push_lane(baton__p2p_t *p, peer_t *q, int deep, double now) {
   return sent;
 }
 
-static int ctrl_push(ctrl_q_t *c, const frame_t *f) {
+static int ctrl_push(baton__p2p_t *p, peer_t *q, const frame_t *f) {
+  ctrl_q_t *c = &q->ctrl;
   if (c->n == c->cap) {
     int cap = c->cap ? 2 * c->cap : 8;
     frame_t *nf = realloc(c->f, (size_t)cap * sizeof *nf);
@@ -335,6 +337,7 @@ static int ctrl_push(ctrl_q_t *c, const frame_t *f) {
     c->f = nf, c->cap = cap;
   }
   c->f[c->n++] = *f;
+  p->owed++;
   return 0;
 }
 
@@ -370,7 +373,7 @@ static int match(baton__p2p_t *p, peer_t *q, p2p_op_t *op, msg_t *m, double now)
     m->stash = NULL;
     if (!m->eager || m->got == m->bytes)
       msg_free(q, m);
-    return ctrl_push(&q->ctrl, &f);
+    return ctrl_push(p, q, &f);
   }
   m->recv = op;
   op->state = R_MATCHED;
@@ -383,7 +386,7 @@ static int match(baton__p2p_t *p, peer_t *q, p2p_op_t *op, msg_t *m, double now)
     op_finish(p, op, BATON_OK);
     msg_free(q, m);
   }
-  return ctrl_push(&q->ctrl, &f);
+  return ctrl_push(p, q, &f);
 }
 
 static int proto(baton__p2p_t *p, int peer, const char *what) {
@@ -484,8 +487,8 @@ static int take_frame(baton__p2p_t *p, int peer, const uint8_t *b, size_t len, d
       op_fail(p, op, BATON_EMISMATCH,
               "baton_send to rank %d (tag %d): rank %d posted a receive of %llu elements of %s "
               "for this rank's %zu elements of %s",
-              peer, op->tag, peer, (unsigned long long)f.a, baton_dtype_name((baton_dtype_t)f.dtype),
-              op->count, baton_dtype_name(op->dtype));
+              peer, op->tag, peer, (unsigned long long)f.a,
+              baton_dtype_name((baton_dtype_t)f.dtype), op->count, baton_dtype_name(op->dtype));
     } else if (f.type == F_CTS) {
       op->state = S_STREAM;
       if (op->bytes == 0)
@@ -560,9 +563,8 @@ static void timeouts(baton__p2p_t *p, double now) {
       late = m->recv && now - m->recv->last > p->timeout_s ? m->recv : NULL;
     if (late)
       p2p_break(p, BATON_ETIMEDOUT,
-                late->sending
-                    ? "%s to rank %d (tag %d, %zu elements): rank %d %s for %.3g s"
-                    : "%s from rank %d (tag %d, %zu elements): rank %d %s for %.3g s",
+                late->sending ? "%s to rank %d (tag %d, %zu elements): rank %d %s for %.3g s"
+                              : "%s from rank %d (tag %d, %zu elements): rank %d %s for %.3g s",
                 op_name(late), r, late->tag, late->count, r,
                 late->sending ? (late->moved ? "took no more of it" : "did not receive it")
                               : "sent nothing for it",
@@ -610,11 +612,37 @@ static int pass(baton__p2p_t *p, int deep) {
 
 /* ------------------------------------------------------------ driving */
 
-/* Sleeps `s` seconds without the lock. */
+/* Sleeps without the lock until a socket lane can move or `s` seconds
+ * have passed: shared-memory lanes have nothing to sleep on, so while one
+ * has work the sleep is `s`; with only sockets, up to the next deep pass. */
 static void nap(baton__p2p_t *p, double s) {
+  int n = 0, shm_busy = 0;
+  /* Each sleeper its own: the thread and waiters sleep at once. */
+  struct pollfd pfd[2 * p->comm->size];
+  for (int r = 0; r < p->comm->size; r++) {
+    peer_t *q = &p->peers[r];
+    if (!q->in)
+      continue;
+    short ev_in = 0, ev_out = 0;
+    int fin = q->in->ops->poll_fd ? q->in->ops->poll_fd(q->in, &ev_in) : -1;
+    int fout = q->out->ops->poll_fd ? q->out->ops->poll_fd(q->out, &ev_out) : -1;
+    int busy = waits_on(q) || q->ctrl.n || q->dirty;
+    if (fin < 0 || fout < 0) {
+      shm_busy |= busy;
+      continue;
+    }
+    pfd[n++] = (struct pollfd){fin, ev_in, 0};
+    if (q->sends || q->ctrl.n || q->dirty)
+      pfd[n++] = (struct pollfd){fout, (short)(ev_out | POLLOUT), 0};
+  }
+  if (!shm_busy && n > 0)
+    s = 0.01;
   struct timespec ts = {0, (long)(s * 1e9)};
   pthread_mutex_unlock(&p->mu);
-  nanosleep(&ts, NULL);
+  if (n > 0)
+    ppoll(pfd, (nfds_t)n, &ts, NULL);
+  else
+    nanosleep(&ts, NULL);
   pthread_mutex_lock(&p->mu);
 }
 
@@ -622,7 +650,10 @@ static void nap(baton__p2p_t *p, double s) {
  * waiter arrives); under the lock. */
 static void drive(baton__p2p_t *p, const p2p_op_t *op) {
   double idle_since = baton__now(), backoff = 10e-6;
-  while (op ? op->state != OP_DONE : (p->pending > 0 || p->dirty) && !p->waiters && !p->stop) {
+  /* A waiter also sends what it owes before it leaves: the ACK of the
+   * receive it matched is what its peer's send waits for. */
+  while (op ? op->state != OP_DONE || (p->owed && !p->fatal)
+            : (p->pending > 0 || p->dirty || p->owed) && !p->waiters && !p->stop) {
     double now = baton__now();
     int deep = now - p->last_deep > 0.01;
     if (deep)
@@ -650,7 +681,7 @@ static void *thread_main(void *arg) {
   baton__log_rank = p->comm->rank;
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
-    if ((p->pending == 0 && !p->dirty) || p->waiters)
+    if ((p->pending == 0 && !p->dirty && !p->owed) || p->waiters)
       pthread_cond_wait(&p->work, &p->mu);
     else
       drive(p, NULL);
@@ -700,8 +731,8 @@ static int check_args(baton_comm_t *comm, const char *name, const void *buf, siz
 /* Posts a message; with req NULL, waits for it too. */
 static int post(baton_comm_t *comm, int sending, void *buf, size_t count, baton_dtype_t dtype,
                 int peer, int tag, baton_request_t **req) {
-  const char *name = sending ? (req ? "baton_isend" : "baton_send")
-                             : (req ? "baton_irecv" : "baton_recv");
+  const char *name =
+      sending ? (req ? "baton_isend" : "baton_send") : (req ? "baton_irecv" : "baton_recv");
   if (req)
     *req = NULL;
   if (!comm)
@@ -791,8 +822,8 @@ int baton_isend(const void *buf, size_t count, baton_dtype_t dtype, int peer, in
   return post(comm, 1, (void *)buf, count, dtype, peer, tag, req);
 }
 
-int baton_irecv(void *buf, size_t count, baton_dtype_t dtype, int peer, int tag,
-                baton_comm_t *comm, baton_request_t **req) {
+int baton_irecv(void *buf, size_t count, baton_dtype_t dtype, int peer, int tag, baton_comm_t *comm,
+                baton_request_t **req) {
   if (!req)
     return BATON_EINVAL;
   return post(comm, 0, buf, count, dtype, peer, tag, req);
@@ -818,7 +849,7 @@ int baton__p2p_wait(baton_request_t *req) {
   p->waiters--;
   /* Messages in flight, or bytes still to leave (a blocking call's last
    * ACK behind a full socket): the thread takes over. */
-  if ((p->pending > 0 || p->dirty) && start_thread(p) == 0)
+  if ((p->pending > 0 || p->dirty || p->owed) && start_thread(p) == 0)
     pthread_cond_signal(&p->work);
   pthread_mutex_unlock(&p->mu);
   return retire(op);
@@ -937,6 +968,12 @@ int baton__p2p_connect(baton_comm_t *c, char *err, size_t errlen) {
     rc = connect_tcp(p, c, &pp, err, errlen);
   if (rc)
     return rc;
+  /* Over sockets a reply takes tens of microseconds: poll them as long as
+   * the collectives' TCP waits do before sleeping. */
+  for (int i = 0; i < p->nnet; i++)
+    if (p->net[i].ops == &baton__tcp_fabric && !p->oversubscribed &&
+        c->params.tcp_spin_us * 1e-6 > p->spin_s)
+      p->spin_s = c->params.tcp_spin_us * 1e-6;
   for (int r = 0; r < c->size; r++) {
     baton__conn_t *k[2] = {p->peers[r].out, p->peers[r].in};
     for (int i = 0; i < 2; i++)

@@ -575,6 +575,8 @@ if build "make SAN=1" 'asan *' env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
   run "asan test_calls -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_calls"
   run "asan test_nonblocking -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 \
     "$SAN_BUILD/tests/test_nonblocking"
+  run "asan test_p2p -n 4 2 hosts x 2 ranks" 1 "$SAN_BUILD/bin/baton-run" -n 4 \
+    sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$SAN_BUILD/tests/test_p2p"
   run "asan test_trace -n 5 BATON_ALGO=allreduce:hier 4 hosts" 1 env BATON_ALGO=allreduce:hier \
     BATON_TRACE="$LOGS/asan-trace-hier.%r" "$SAN_BUILD/bin/baton-run" -n 5 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK < 2 ? 0 : BATON_RANK)) exec "$0"' "$SAN_BUILD/tests/test_trace"
@@ -612,6 +614,9 @@ if build "make TSAN=1" 'tsan *' env -u MAKEFLAGS -u MFLAGS make -j2 TSAN=1; then
   run "tsan test_hostile -n 2" 1 env BATON_TIMEOUT=10 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_hostile 10
   # Splits, and two children driven from two threads of each rank.
   run "tsan test_split -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_split
+  run "tsan test_p2p -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_p2p
+  run "tsan test_p2p -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
+    build-tsan/bin/baton-run -n 3 build-tsan/tests/test_p2p
   run "tsan test_fault exit" 1 env BATON_TIMEOUT=5 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_fault exit
   unset TSAN_OPTIONS
 fi

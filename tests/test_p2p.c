@@ -31,7 +31,9 @@ static double now(void) {
 
 /* Element i of the message from `from` to `to` with `tag`. */
 static int32_t val(int from, int to, int tag, size_t i) {
-  return (int32_t)(from * 1000003 + to * 7919 + tag * 104729 + (int32_t)(i * 2654435761u >> 7));
+  uint32_t v = (uint32_t)from * 1000003u + (uint32_t)to * 7919u + (uint32_t)tag * 104729u +
+               (uint32_t)(i * 2654435761u >> 7);
+  return (int32_t)(v & 0x7fffffff);
 }
 
 static void fill(int32_t *b, size_t n, int from, int to, int tag) {
@@ -99,9 +101,10 @@ static void bad_args(tally_t *T, baton_comm_t *comm) {
     int ok = rc[0] == BATON_EINVAL && rc[1] == BATON_EINVAL && rc[2] == BATON_EINVAL &&
              rc[3] == BATON_EINVAL && null_req;
     if (!ok)
-      tally_say(T, "%s: send/recv/isend/irecv returned %s %s %s %s%s, want BATON_EINVAL and no request",
-                cases[i].what, baton_err_name(rc[0]), baton_err_name(rc[1]), baton_err_name(rc[2]),
-                baton_err_name(rc[3]), null_req ? "" : " and a request");
+      tally_say(
+          T, "%s: send/recv/isend/irecv returned %s %s %s %s%s, want BATON_EINVAL and no request",
+          cases[i].what, baton_err_name(rc[0]), baton_err_name(rc[1]), baton_err_name(rc[2]),
+          baton_err_name(rc[3]), null_req ? "" : " and a request");
     tally_record(T, ok);
   }
   tally_record(T, baton_isend(&x, 1, BATON_INT32, 0, 0, comm, NULL) == BATON_EINVAL);
@@ -209,9 +212,9 @@ static void all_to_one(tally_t *T, baton_comm_t *comm) {
   for (int tag = NT - 1; tag >= 0; tag--)
     for (int r = 1; r < nr; r++) {
       in[r][tag] = alloc(sizes[tag]);
-      ok &= tally_rc(
-          T, baton_irecv(in[r][tag], sizes[tag], BATON_INT32, r, tag, comm, &req[r][tag]),
-          "all-to-one irecv");
+      ok &=
+          tally_rc(T, baton_irecv(in[r][tag], sizes[tag], BATON_INT32, r, tag, comm, &req[r][tag]),
+                   "all-to-one irecv");
     }
   for (int r = nr - 1; r >= 1; r--)
     for (int tag = 0; tag < NT; tag++) {
@@ -367,7 +370,7 @@ static void mismatch(tally_t *T, baton_comm_t *comm, size_t n) {
   rc = rank == 0 ? baton_send(b, n, BATON_INT32, 1, 6, comm)
                  : baton_recv(b, n, BATON_INT32, 0, 6, comm);
   tally_record(T, tally_rc(T, rc, "after the mismatch") &&
-                     (rank == 0 || verify(T, "after the mismatch", b, n, 0, 1, 6)));
+                      (rank == 0 || verify(T, "after the mismatch", b, n, 0, 1, 6)));
   free(b);
 }
 

@@ -388,6 +388,46 @@ def stall():
         time.sleep(3)
 
 
+def test_p2p():
+    """send/recv/isend/irecv: a ring of several dtypes and sizes, tags out of
+    order, a mismatch (EMISMATCH on both sides), bad arguments."""
+    me, n = comm.rank, comm.size
+    nxt, prv = (me + 1) % n, (me - 1) % n
+    for dt in (np.float32, np.int16, np.uint16, np.bool_, np.float64):
+        for count in (0, 1, 1000, 100000):
+            a = (np.arange(count) * (me + 1) % 7).astype(dt)
+            out = np.zeros(count, dt)
+            r = comm.irecv(out, prv, tag=3)
+            s = comm.isend(a, nxt, tag=3)
+            s.wait()
+            got = r.wait()
+            want = (np.arange(count) * (prv + 1) % 7).astype(dt)
+            check("p2p ring %s count %d" % (np.dtype(dt).name, count),
+                  got is out and same(got, want), "got %s want %s" % (got[:8], want[:8]))
+    # Two tags, received in the other order than sent.
+    if me == 0:
+        a = comm.isend(np.full(5, 1, np.int32), 1, tag=1)
+        b = comm.isend(np.full(7, 2, np.int32), 1, tag=2)
+        a.wait()
+        b.wait()
+    elif me == 1:
+        y = comm.recv(np.zeros(7, np.int32), 0, tag=2)
+        x = comm.recv(np.zeros(5, np.int32), 0, tag=1)
+        check("p2p tags out of order", (x == 1).all() and (y == 2).all(), "%s %s" % (x, y))
+    # A mismatch: both sides raise EMISMATCH naming both counts.
+    if me < 2:
+        buf = np.zeros(10 if me == 0 else 12, np.int32)
+        fn = comm.send if me == 0 else comm.recv
+        e = raises("p2p mismatch", baton.BatonError, "BATON_EMISMATCH", fn, buf, 1 - me, 9)
+        if e is not None:
+            check("p2p mismatch names both counts", "10" in e.detail and "12" in e.detail, e.detail)
+    raises("p2p to self", baton.BatonError, "BATON_EINVAL", comm.send, np.ones(1), me)
+    raises("p2p negative tag", ValueError, "tag", comm.send, np.ones(1), nxt, -1)
+    raises("p2p peer not an int", TypeError, "peer", comm.recv, np.ones(1), "1")
+    raises("p2p recv into a list", TypeError, "numpy", comm.recv, [0.0], nxt)
+    comm.barrier()
+
+
 comm = baton.init()
 print("rank %d of %d: baton from %s, library %s" % (comm.rank, comm.size, baton.__file__,
                                                     baton._lib.path), flush=True)
@@ -404,6 +444,8 @@ else:
     test_errors()
     if baton._lib.has("baton_comm_split"):
         test_split()
+    if baton._lib.has("baton_send") and comm.size > 1:
+        test_p2p()
     if comm.rank == 0:
         test_missing_library()
     comm.barrier()

@@ -52,7 +52,9 @@ static void usage(FILE *f) {
              "                          broadcast, reduce, alltoall, gather, "
              "scatter,\n"
              "                          allgatherv, reduce_scatterv (even "
-             "counts)\n" BENCH_USAGE_SIZES
+             "counts),\n"
+             "                          sendrecv (ping-pong of ranks 2k and 2k+1; "
+             "time: one way)\n" BENCH_USAGE_SIZES
              "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
              "float16 bfloat16\n"
              "                          float32 (default) float64 int16 uint16 bool\n"
@@ -116,6 +118,10 @@ static const char *why_not(coll_t c) {
 #endif
 #ifndef BENCH_HAVE_reduce_scatterv
   case COLL_REDUCE_SCATTERV:
+    return missing;
+#endif
+#ifndef BENCH_HAVE_send
+  case COLL_SENDRECV:
     return missing;
 #endif
   default:
@@ -185,6 +191,18 @@ static int run_more(const bench_t *b, const layout_t *L, baton_dtype_t dt, baton
   case COLL_REDUCE_SCATTERV: {
     const size_t *displs, *counts = even_counts(b, &displs);
     return baton_reduce_scatterv(L->send, L->recv, counts, dt, op, b->comm);
+  }
+#endif
+#ifdef BENCH_HAVE_send
+  case COLL_SENDRECV: { /* ping-pong: the odd rank sends back what it got */
+    int peer = b->rank ^ 1, rc;
+    if (b->rank % 2 == 0)
+      return (rc = baton_send(L->send, b->total, dt, peer, 0, b->comm)) != 0
+                 ? rc
+                 : baton_recv(L->recv, b->total, dt, peer, 0, b->comm);
+    return (rc = baton_recv(L->recv, b->total, dt, peer, 0, b->comm)) != 0
+               ? rc
+               : baton_send(L->recv, b->total, dt, peer, 0, b->comm);
   }
 #endif
   default: { /* when every collective is compiled in, only a bad value */

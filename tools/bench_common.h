@@ -22,6 +22,11 @@
  * blocks one after the other), so they compare with their plain forms and
  * show what the counts cost; they count like them below.
  *
+ * sendrecv is a ping-pong, as OSU's latency test: rank 2k sends the buffer
+ * to rank 2k + 1, which receives it and sends it back (so both end with
+ * rank 2k's input); the time printed is half the round trip, one message's
+ * time, and busbw = algbw. It needs an even number of ranks.
+ *
  * Sizes are those of nccl-tests: the bytes of the whole buffer, so for
  * reduce_scatter, allgather, alltoall, gather and scatter it is nranks *
  * (per-rank count) * elsize, rounded down to a multiple of nranks
@@ -68,12 +73,13 @@ typedef enum {
   COLL_SCATTER,
   COLL_ALLGATHERV,
   COLL_REDUCE_SCATTERV,
+  COLL_SENDRECV, /* ping-pong between ranks 2k and 2k + 1: not a collective */
   COLL_COUNT
 } coll_t;
 
 static const char *const coll_names[COLL_COUNT] = {
-    "allreduce", "reduce_scatter", "allgather", "broadcast",  "reduce",
-    "alltoall",  "gather",         "scatter",   "allgatherv", "reduce_scatterv"};
+    "allreduce", "reduce_scatter", "allgather",  "broadcast",       "reduce",  "alltoall",
+    "gather",    "scatter",        "allgatherv", "reduce_scatterv", "sendrecv"};
 
 /* Collectives whose buffer is split into one part per rank: the size is
  * of the whole buffer, nranks parts. */
@@ -319,7 +325,8 @@ static void parse_value(int c, const char *arg, opts_t *o) {
       arg = "broadcast";
     if ((v = lookup(arg, coll_names, COLL_COUNT)) < 0)
       bench_die("-c %s: expected allreduce, reduce_scatter, allgather, "
-                "broadcast, reduce, alltoall, gather or scatter",
+                "broadcast, reduce, alltoall, gather, scatter, allgatherv, reduce_scatterv "
+                "or sendrecv",
                 arg);
     if (p->why_not && p->why_not((coll_t)v))
       bench_die("-c %s: %s", arg, p->why_not((coll_t)v));
@@ -754,6 +761,7 @@ static void fill_input(const bench_t *b, char *dst) {
         put_elem(dst, i, dt, gather_input(kind, b->o.root, i));
     break;
   case COLL_ALLTOALL:
+  case COLL_SENDRECV:
     for (i = 0; i < b->total; i++)
       put_elem(dst, i, dt, gather_input(kind, b->rank, i));
     break;
@@ -794,6 +802,10 @@ static void fill_expect(const bench_t *b, char *dst) {
   case COLL_SCATTER:
     for (i = 0; i < b->part; i++)
       put_elem(dst, i, dt, gather_input(kind, b->o.root, base + i));
+    break;
+  case COLL_SENDRECV: /* the even rank's input, there and back */
+    for (i = 0; i < b->total; i++)
+      put_elem(dst, i, dt, gather_input(kind, b->rank & ~1, i));
     break;
   case COLL_ALLTOALL:
     for (i = 0; i < b->total; i++)
@@ -886,6 +898,8 @@ static group_t time_group(bench_t *b, int inplace) {
   qsort(b->iter_s, (size_t)iters, sizeof *b->iter_s, cmp_double);
   g.p50 = percentile(b->iter_s, iters, 0.50);
   g.p99 = percentile(b->iter_s, iters, 0.99);
+  if (b->o.coll == COLL_SENDRECV) /* a call is a round trip: one message is half */
+    g.sec /= 2, g.p50 /= 2, g.p99 /= 2;
   g.wrong = p->sum_over_ranks(b, mine);
   return g;
 }
@@ -1192,6 +1206,9 @@ static long long bench_run(bench_t *b, int argc, char **argv, const char *librar
 
   if (coll_has_root(b->o.coll) && b->o.root >= b->nranks)
     bench_die("-r %d: there are only %d ranks", b->o.root, b->nranks);
+  if (b->o.coll == COLL_SENDRECV && b->nranks % 2)
+    bench_die("-c sendrecv pairs rank 2k with 2k + 1: run an even number of ranks, not %d",
+              b->nranks);
   b->elsize = dtypes[b->o.dtype].size;
   alloc = b->o.max_bytes / b->elsize * b->elsize;
   b->sendbuf = alloc_touched(alloc);

@@ -90,7 +90,9 @@ static void usage(FILE *f) {
              "                          broadcast, reduce, alltoall, gather, "
              "scatter,\n"
              "                          allgatherv, reduce_scatterv (even "
-             "counts)\n" BENCH_USAGE_SIZES
+             "counts),\n"
+             "                          sendrecv (MPI_Send/MPI_Recv ping-pong; "
+             "time: one way)\n" BENCH_USAGE_SIZES
              "  -d, --datatype DTYPE    int8 uint8 int32 uint32 int64 uint64 "
              "float32 (default) float64\n"
              "                          int16 uint16\n"
@@ -170,6 +172,17 @@ static void run_coll(const bench_t *b, const layout_t *L, int inplace) {
   case COLL_ALLGATHERV:
   case COLL_REDUCE_SCATTERV:
     rc = run_v(b, L, send);
+    break;
+  case COLL_SENDRECV: /* ping-pong: the odd rank sends back what it got */
+    if (b->rank % 2 == 0) {
+      rc = MPI_Send(L->send, count, dt, b->rank + 1, 0, MPI_COMM_WORLD);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Recv(L->recv, count, dt, b->rank + 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+      rc = MPI_Recv(L->recv, count, dt, b->rank - 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Send(L->recv, count, dt, b->rank - 1, 0, MPI_COMM_WORLD);
+    }
     break;
   default:
     rc = run_rooted(b, L, inplace);

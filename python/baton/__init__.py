@@ -434,6 +434,48 @@ class Comm:
         """Returns once every rank has entered the barrier."""
         return self._call("barrier", (self._handle(),), None, async_op)
 
+    def _peer(self, peer, tag, call):
+        if not isinstance(peer, int) or isinstance(peer, bool):
+            raise TypeError("%s: peer must be an int, not %r" % (call, peer))
+        if not isinstance(tag, int) or isinstance(tag, bool) or not 0 <= tag < 2**31:
+            raise ValueError("%s: tag must be an int in [0, 2**31), not %r" % (call, tag))
+
+    def send(self, a, peer, tag=0, dtype=None, async_op=False):
+        """baton_send(): the array a to rank peer, with tag (>= 0). Returns
+        once peer has matched it with a receive of the same count and dtype
+        (both sides raise BatonError EMISMATCH otherwise); async_op=True
+        returns a Request instead, and a must stay untouched until it
+        completes."""
+        h = self._handle()
+        self._need("send")
+        self._peer(peer, tag, "send")
+        _array(a, "a")
+        dt = _dtype(a, dtype)
+        return self._call("send", (a.ctypes.data, a.size, dt, peer, tag, h), None, async_op, a)
+
+    def recv(self, out, peer, tag=0, dtype=None, async_op=False):
+        """baton_recv(): rank peer's message with tag into the array out,
+        whose size and dtype must match the send's; returns out (with
+        async_op=True, a Request whose wait() returns it). Messages from
+        one peer with one tag arrive in the order they were sent."""
+        h = self._handle()
+        self._need("recv")
+        self._peer(peer, tag, "recv")
+        _array(out, "out")
+        if not out.flags.writeable:
+            raise ValueError("recv: out is read-only")
+        dt = _dtype(out, dtype)
+        return self._call("recv", (out.ctypes.data, out.size, dt, peer, tag, h), out, async_op,
+                          out)
+
+    def isend(self, a, peer, tag=0, dtype=None):
+        """send(..., async_op=True): a Request."""
+        return self.send(a, peer, tag, dtype, async_op=True)
+
+    def irecv(self, out, peer, tag=0, dtype=None):
+        """recv(..., async_op=True): a Request whose wait() returns out."""
+        return self.recv(out, peer, tag, dtype, async_op=True)
+
     def _call(self, name, args, result, async_op, *keep):
         """The call, blocking; or with async_op its i-form, returning a
         Request whose wait() gives the result. The arrays stay referenced

@@ -64,6 +64,10 @@ _PROTOTYPES = {
     "baton_scatter": (_i, [_p, _p, _sz, _i, _i, _p]),
     "baton_allgatherv": (_i, [_p, _sz, _p, _p, _p, _i, _p]),
     "baton_reduce_scatterv": (_i, [_p, _p, _p, _i, _i, _p]),
+    "baton_send": (_i, [_p, _sz, _i, _i, _i, _p]),
+    "baton_recv": (_i, [_p, _sz, _i, _i, _i, _p]),
+    "baton_isend": (_i, [_p, _sz, _i, _i, _i, _p, ctypes.POINTER(_p)]),
+    "baton_irecv": (_i, [_p, _sz, _i, _i, _i, _p, ctypes.POINTER(_p)]),
     "baton_wait": (_i, [_p]),
     "baton_test": (_i, [_p, ctypes.POINTER(_i)]),
 }

@@ -267,6 +267,14 @@ static int tcp_drained(baton__conn_t *bc) {
   return rc < 0 ? rc : flushed(c);
 }
 
+static int tcp_poll_fd(baton__conn_t *bc, short *events) {
+  tcp_conn_t *c = bc->impl;
+  if (c->nsocks != 1 || c->failed)
+    return -1;
+  *events = !c->sending ? POLLIN : c->s[0].frame < c->user ? POLLOUT : 0;
+  return c->s[0].fd;
+}
+
 const baton__transport_t baton__tcp_transport = {
     .name = "tcp",
     .send_acquire = tcp_send_acquire,
@@ -277,6 +285,7 @@ const baton__transport_t baton__tcp_transport = {
     .send_ref = tcp_send_ref,
     .ready = tcp_ready,
     .drained = tcp_drained,
+    .poll_fd = tcp_poll_fd,
 };
 
 /* ------------------------------------------- the communicator's TCP side */

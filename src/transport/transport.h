@@ -65,6 +65,11 @@ typedef struct {
    * waits, moves bytes; 1 when everything committed on this sending
    * connection has left this rank, 0 when not yet, or a failure. */
   int (*drained)(baton__conn_t *c);
+  /* Optional (NULL: none): the descriptor a caller may poll(2) to sleep
+   * until c can move, with the events to ask for (POLLIN receiving;
+   * POLLOUT sending, when bytes wait to leave); -1 when there is none
+   * (several sockets). */
+  int (*poll_fd)(baton__conn_t *c, short *events);
 } baton__transport_t;
 
 /* Checked by every transport's slow wait path (each sleep slice): a
