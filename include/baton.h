@@ -268,6 +268,34 @@ int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype
                    baton_comm_t *comm);
 
 /*
+ * Alltoall with a count per pair, as MPI_Alltoallv: rank r's block for
+ * rank q is sendcounts[q] elements at sendbuf + sdispls[q] elements, and
+ * lands in rank q's recvbuf at rdispls[r], recvcounts[r] elements long.
+ * Each array holds size entries; they may differ from rank to rank, but
+ * sendcounts[q] on rank r must equal recvcounts[r] on rank q: a pair that
+ * differs is BATON_EMISMATCH on both ranks, naming both counts. Counts of
+ * 0 are legal (a NULL buffer then too, when all of its counts are 0).
+ * Elements of recvbuf outside the blocks are left untouched; blocks that
+ * overlap are undefined. In place when sendbuf == recvbuf (the blocks are
+ * read as the send arrays say, before any lands): baton then first copies
+ * the input, which BATON_SCRATCH_BYTES bounds (BATON_ENOMEM past it). NULL
+ * arrays, an unknown dtype and sendcounts[rank] != recvcounts[rank] are
+ * BATON_EINVAL.
+ *
+ * The blocks travel as point-to-point messages of their own (pairwise:
+ * rank r receives from r - k and sends to r + k, for k = 1 .. size-1),
+ * straight from sendbuf into recvbuf, with no scratch memory. So
+ * alltoallv calls are ordered among themselves, but not with the
+ * collectives above: its i-form may complete before an i-call issued
+ * earlier, and a rank that calls another collective where its peers call
+ * alltoallv fails with BATON_ETIMEDOUT (after BATON_TIMEOUT), not with a
+ * mismatch. Failures are those of point-to-point messages (below).
+ */
+int baton_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                    void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                    baton_dtype_t dtype, baton_comm_t *comm);
+
+/*
  * Rank r's sendbuf (sendcount elements) lands at recvbuf + r * sendcount
  * elements on the root, whose recvbuf holds size * sendcount elements.
  * Only the root writes recvbuf; the others may pass NULL. In place on the
@@ -361,6 +389,9 @@ int baton_ireduce_scatterv(const void *sendbuf, void *recvbuf, const size_t *rec
                            baton_dtype_t dtype, baton_op_t op, baton_comm_t *comm,
                            baton_request_t **req);
 int baton_ibarrier(baton_comm_t *comm, baton_request_t **req);
+int baton_ialltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                     void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                     baton_dtype_t dtype, baton_comm_t *comm, baton_request_t **req);
 
 /* Waits until req completes and returns the call's status; frees req. NULL
  * is BATON_EINVAL. */

@@ -50,9 +50,10 @@ typedef struct baton__engine baton__engine_t;
 /* A call is what baton.h calls a request. */
 typedef struct baton_request baton__call_t;
 enum { BATON__CALL_ISSUED, BATON__CALL_RUNNING, BATON__CALL_DONE };
-/* A request is a call or a point-to-point message (p2p.c): the first field
- * says which, so that baton_wait can tell. */
-enum { BATON__REQ_CALL = 0, BATON__REQ_P2P = 0x70327021 };
+/* A request is a call, a point-to-point message (p2p.c) or the messages
+ * of one alltoallv (alltoallv.c): the first field says which, so that
+ * baton_wait can tell. */
+enum { BATON__REQ_CALL = 0, BATON__REQ_P2P = 0x70327021, BATON__REQ_GROUP = 0x67727021 };
 struct baton_request {
   uint32_t kind; /* BATON__REQ_CALL */
   baton_comm_t *comm;

@@ -120,9 +120,10 @@ struct p2p_op {
   char *buf;
   size_t count, bytes, moved; /* moved: bytes sent, or landed */
   baton_dtype_t dtype;
-  uint64_t id;   /* the message's number on its lane */
-  double last;   /* when it last moved: what the timeout counts from */
-  char why[320]; /* what failed */
+  uint64_t id;      /* the message's number on its lane */
+  const char *coll; /* tag < 0: the collective it is part of ("alltoallv") */
+  double last;      /* when it last moved: what the timeout counts from */
+  char why[320];    /* what failed */
 };
 
 /* A message that has arrived, whole or in part: waiting for a receive to
@@ -213,7 +214,18 @@ static void op_fail(baton__p2p_t *p, p2p_op_t *op, int rc, const char *fmt, ...)
   op_finish(p, op, rc);
 }
 
-static const char *op_name(const p2p_op_t *op) { return op->sending ? "baton_send" : "baton_recv"; }
+/* "baton_send to rank 3 (tag 5)", or for a message of a collective made of
+ * them (tag < 0): "alltoallv's block to rank 3". For messages only. */
+static const char *label(const p2p_op_t *op) {
+  static _Thread_local char buf[96];
+  if (op->tag >= 0)
+    snprintf(buf, sizeof buf, "%s %s rank %d (tag %d)", op->sending ? "baton_send" : "baton_recv",
+             op->sending ? "to" : "from", op->peer, op->tag);
+  else
+    snprintf(buf, sizeof buf, "%s's block %s rank %d", op->coll, op->sending ? "to" : "from",
+             op->peer);
+  return buf;
+}
 
 /* Breaks point-to-point on this communicator: every message in flight
  * fails with rc, the peers are told, and later calls fail at once. */
@@ -232,12 +244,12 @@ static void p2p_break(baton__p2p_t *p, int rc, const char *fmt, ...) {
   for (int r = 0; r < comm->size; r++) {
     peer_t *q = &p->peers[r];
     for (p2p_op_t *op = q->sends; op; op = op->next)
-      op_fail(p, op, rc, "%s to rank %d (tag %d): %s", op_name(op), r, op->tag, p->fatal_msg);
+      op_fail(p, op, rc, "%s: %s", label(op), p->fatal_msg);
     for (p2p_op_t *op = q->recvs; op; op = op->next)
-      op_fail(p, op, rc, "%s from rank %d (tag %d): %s", op_name(op), r, op->tag, p->fatal_msg);
+      op_fail(p, op, rc, "%s: %s", label(op), p->fatal_msg);
     for (msg_t *m = q->msgs; m; m = m->next)
       if (m->recv)
-        op_fail(p, m->recv, rc, "baton_recv from rank %d (tag %d): %s", r, m->tag, p->fatal_msg);
+        op_fail(p, m->recv, rc, "%s: %s", label(m->recv), p->fatal_msg);
   }
   char msg[BATON__ERRLEN];
   snprintf(msg, sizeof msg, "rank %d: %.400s", comm->rank, p->fatal_msg);
@@ -409,9 +421,9 @@ static int match(baton__p2p_t *p, peer_t *q, p2p_op_t *op, msg_t *m, double now)
   op->last = now;
   if (!same) {
     op_fail(p, op, BATON_EMISMATCH,
-            "baton_recv from rank %d (tag %d): rank %d sent %llu elements of %s, this rank "
-            "expected %zu elements of %s",
-            op->peer, op->tag, op->peer, (unsigned long long)m->count, baton_dtype_name(m->dtype),
+            "%s: rank %d sent %llu elements of %s, this rank expected %zu "
+            "elements of %s",
+            label(op), op->peer, (unsigned long long)m->count, baton_dtype_name(m->dtype),
             op->count, baton_dtype_name(op->dtype));
     m->discard = 1;
     free(m->stash);
@@ -480,7 +492,7 @@ static int take_frame(baton__p2p_t *p, int peer, const uint8_t *b, size_t len, d
   if (f.type == F_HDR) {
     size_t elsize = baton_dtype_size((baton_dtype_t)f.dtype);
     int eager = f.eager == 1;
-    if (f.id != q->next_recv || f.tag < 0 || elsize == 0 || f.a > SIZE_MAX / elsize ||
+    if (f.id != q->next_recv || f.tag < -1 || elsize == 0 || f.a > SIZE_MAX / elsize ||
         f.b != f.a * elsize || n > f.b || f.eager > 1 || (eager && f.b > p->eager) ||
         (!eager && n > 0)) {
       snprintf(what, sizeof what,
@@ -552,10 +564,10 @@ static int take_frame(baton__p2p_t *p, int peer, const uint8_t *b, size_t len, d
     op->last = now;
     if (f.tag == BATON_EMISMATCH) {
       op_fail(p, op, BATON_EMISMATCH,
-              "baton_send to rank %d (tag %d): rank %d posted a receive of %llu elements of %s "
-              "for this rank's %zu elements of %s",
-              peer, op->tag, peer, (unsigned long long)f.a,
-              baton_dtype_name((baton_dtype_t)f.dtype), op->count, baton_dtype_name(op->dtype));
+              "%s: rank %d posted a receive of %llu elements of %s for this rank's %zu elements "
+              "of %s",
+              label(op), peer, (unsigned long long)f.a, baton_dtype_name((baton_dtype_t)f.dtype),
+              op->count, baton_dtype_name(op->dtype));
     } else if (f.type == F_CTS) {
       op->state = S_STREAM;
       if (op->bytes == 0)
@@ -629,10 +641,8 @@ static void timeouts(baton__p2p_t *p, double now) {
     for (msg_t *m = q->msgs; m && !late; m = m->next)
       late = m->recv && now - m->recv->last > p->timeout_s ? m->recv : NULL;
     if (late)
-      p2p_break(p, BATON_ETIMEDOUT,
-                late->sending ? "%s to rank %d (tag %d, %zu elements): rank %d %s for %.3g s"
-                              : "%s from rank %d (tag %d, %zu elements): rank %d %s for %.3g s",
-                op_name(late), r, late->tag, late->count, r,
+      p2p_break(p, BATON_ETIMEDOUT, "%s, %zu elements: rank %d %s for %.3g s", label(late),
+                late->count, r,
                 late->sending ? (late->moved ? "took no more of it" : "did not receive it")
                               : "sent nothing for it",
                 p->timeout_s);
@@ -799,6 +809,65 @@ static int check_args(baton_comm_t *comm, const char *name, const void *buf, siz
   return 0;
 }
 
+/* A new message in its lane's queue (a receive matched at once when its
+ * message is there); with `async`, the thread is started to move it. NULL
+ * when out of memory. The caller holds comm->busy. */
+static p2p_op_t *submit(baton__p2p_t *p, int sending, void *buf, size_t count, baton_dtype_t dtype,
+                        int peer, int tag, const char *coll, int async) {
+  p2p_op_t *op = calloc(1, sizeof *op);
+  if (!op)
+    return NULL;
+  *op = (p2p_op_t){.kind = BATON__REQ_P2P,
+                   .comm = p->comm,
+                   .sending = sending,
+                   .peer = peer,
+                   .tag = tag,
+                   .coll = coll,
+                   .state = sending ? S_HDR : R_POSTED,
+                   .buf = buf,
+                   .count = count,
+                   .bytes = count * baton_dtype_size(dtype),
+                   .dtype = dtype,
+                   .last = baton__now()};
+  pthread_mutex_lock(&p->mu);
+  p->pending++;
+  int rc = p->fatal ? p->fatal : watch(p);
+  if (rc) {
+    op_fail(p, op, rc, "%s: point-to-point failed earlier: %s", label(op), p->fatal_msg);
+  } else {
+    peer_t *q = &p->peers[peer];
+    if (sending)
+      op->id = q->next_send++;
+    p2p_op_t **tail = sending ? &q->sends : &q->recvs;
+    int matched = 0;
+    for (msg_t *m = q->msgs; !sending && m; m = m->next)
+      if (!m->recv && !m->discard && m->tag == tag) {
+        if (match(p, q, op, m, op->last))
+          p2p_break(p, BATON_ENOMEM, "out of memory for a frame to rank %d", peer);
+        matched = 1;
+        break;
+      }
+    if (!matched) {
+      while (*tail)
+        tail = &(*tail)->next;
+      *tail = op;
+    }
+    if (async && p->pending > 0 && (rc = start_thread(p)) == 0)
+      pthread_cond_signal(&p->work);
+    if (rc)
+      p2p_break(p, rc, "%s: cannot start the point-to-point thread", label(op));
+  }
+  pthread_mutex_unlock(&p->mu);
+  return op;
+}
+
+int baton__p2p_submit(baton_comm_t *comm, int sending, void *buf, size_t count, baton_dtype_t dtype,
+                      int peer, const char *coll, int async, baton_request_t **req) {
+  p2p_op_t *op = submit(comm->p2p, sending, buf, count, dtype, peer, -1, coll, async);
+  *req = (baton_request_t *)op;
+  return op ? BATON_OK : BATON_ENOMEM;
+}
+
 /* Posts a message; with req NULL, waits for it too. */
 static int post(baton_comm_t *comm, int sending, void *buf, size_t count, baton_dtype_t dtype,
                 int peer, int tag, baton_request_t **req) {
@@ -820,52 +889,11 @@ static int post(baton_comm_t *comm, int sending, void *buf, size_t count, baton_
                        "%s: another thread is in a call on this communicator; calls on one "
                        "communicator must come from one thread at a time",
                        name);
-  p2p_op_t *op = calloc(1, sizeof *op);
+  p2p_op_t *op = submit(p, sending, buf, count, dtype, peer, tag, NULL, req != NULL);
   if (!op) {
     atomic_store(&comm->busy, 0);
     return baton__fail(comm, BATON_ENOMEM, "%s: out of memory", name);
   }
-  *op = (p2p_op_t){.kind = BATON__REQ_P2P,
-                   .comm = comm,
-                   .sending = sending,
-                   .peer = peer,
-                   .tag = tag,
-                   .state = sending ? S_HDR : R_POSTED,
-                   .buf = buf,
-                   .count = count,
-                   .bytes = count * baton_dtype_size(dtype),
-                   .dtype = dtype,
-                   .last = baton__now()};
-  pthread_mutex_lock(&p->mu);
-  p->pending++;
-  rc = p->fatal ? p->fatal : watch(p);
-  if (rc) {
-    op_fail(p, op, rc, "%s %s rank %d (tag %d): point-to-point failed earlier: %s", name,
-            sending ? "to" : "from", peer, tag, p->fatal_msg);
-  } else {
-    peer_t *q = &p->peers[peer];
-    if (sending)
-      op->id = q->next_send++;
-    p2p_op_t **tail = sending ? &q->sends : &q->recvs;
-    int matched = 0;
-    for (msg_t *m = q->msgs; !sending && m; m = m->next)
-      if (!m->recv && !m->discard && m->tag == tag) {
-        if (match(p, q, op, m, op->last))
-          p2p_break(p, BATON_ENOMEM, "out of memory for a frame to rank %d", peer);
-        matched = 1;
-        break;
-      }
-    if (!matched) {
-      while (*tail)
-        tail = &(*tail)->next;
-      *tail = op;
-    }
-    if (req && p->pending > 0 && (rc = start_thread(p)) == 0)
-      pthread_cond_signal(&p->work);
-    if (rc)
-      p2p_break(p, rc, "%s: cannot start the point-to-point thread", name);
-  }
-  pthread_mutex_unlock(&p->mu);
   if (req) {
     *req = (baton_request_t *)op;
     atomic_store(&comm->busy, 0);

@@ -41,7 +41,8 @@
 # test_split (communicators made from communicators) with its kill test,
 # unique ids in a process that has a communicator and examples/split_overlap;
 # test_p2p (point-to-point: shared memory, TCP, mixed, 1..6 ranks, a
-# killed rank);
+# killed rank), examples/p2p_exchange and test_alltoallv (1..5 and 8
+# ranks, TCP, mixed);
 # test_failure (lost ranks, aborts, mismatched calls) and test_abort_signal
 # (baton_comm_abort from a signal handler); test_cluster.sh
 # and test_linkbreak.sh (root only); the unique-id and MPI starts; test_api
@@ -363,6 +364,20 @@ p2p_tests() {
     run "test_p2p kill -n 3 $t" 1 env BATON_TIMEOUT=20 $t "$BUILD/bin/baton-run" -n 3 \
       "$BUILD/tests/test_p2p" kill
   done
+  run "examples/p2p_exchange -n 6" 0 "$BUILD/bin/baton-run" -n 6 "$BUILD/examples/p2p_exchange"
+  # alltoallv, on the same lanes: every dtype, counts per pair, gaps,
+  # in place, the i-form, a mismatch.
+  for n in 1 2 3 4 5 8; do
+    run "test_alltoallv -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_alltoallv"
+  done
+  for n in 3 4; do
+    run "test_alltoallv -n $n BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
+      "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_alltoallv"
+  done
+  run "test_alltoallv -n 4 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
+    sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_alltoallv"
+  run "test_alltoallv -n 8 3 hosts interleaved" 1 "$BUILD/bin/baton-run" -n 8 \
+    sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0"' "$BUILD/tests/test_alltoallv"
 }
 
 # make test-quick: what a change most often breaks, in under a minute.
@@ -381,6 +396,7 @@ quick_suite() {
   run "test_p2p -n 3" 1 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_p2p"
   run "test_p2p -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp "$BUILD/bin/baton-run" -n 3 \
     "$BUILD/tests/test_p2p"
+  run "test_alltoallv -n 3" 1 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_alltoallv"
   fault_tests
 }
 
@@ -615,6 +631,7 @@ if build "make TSAN=1" 'tsan *' env -u MAKEFLAGS -u MFLAGS make -j2 TSAN=1; then
   # Splits, and two children driven from two threads of each rank.
   run "tsan test_split -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_split
   run "tsan test_p2p -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_p2p
+  run "tsan test_alltoallv -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_alltoallv
   run "tsan test_p2p -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
     build-tsan/bin/baton-run -n 3 build-tsan/tests/test_p2p
   run "tsan test_fault exit" 1 env BATON_TIMEOUT=5 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_fault exit
