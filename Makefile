@@ -60,7 +60,7 @@ $(BUILD)/lib/libbaton.so: $(LIB_OBJ)
 # Tools, tests and examples link the static library so that they run from the
 # build tree without LD_LIBRARY_PATH.
 # baton-bench compiles in each collective of issue 4 that baton.h declares.
-BENCH_HAVE = $(shell for c in broadcast reduce alltoall gather scatter allgatherv reduce_scatterv send; do \
+BENCH_HAVE = $(shell for c in broadcast reduce alltoall gather scatter allgatherv reduce_scatterv send alltoallv; do \
   grep -qw "int baton_$$c" include/baton.h && printf ' -DBENCH_HAVE_%s' $$c; done)
 
 $(BUILD)/bin/%: tools/%.c $(wildcard tools/*.h) tests/ref.h $(BUILD)/lib/libbaton.a

@@ -120,7 +120,7 @@ done
 for v in "$WARMUP" "$ITERS" "$TIMEOUT" "$REPS"; do
   [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a whole number"
 done
-case " allreduce reduce_scatter allgather broadcast reduce alltoall gather scatter sendrecv " in
+case " allreduce reduce_scatter allgather broadcast reduce alltoall gather scatter sendrecv alltoallv " in
   *" $COLL "*) ;; *) die "--coll $COLL: not a collective baton-bench knows" ;;
 esac
 for p in $PARTS; do

@@ -97,8 +97,8 @@ static int check(baton_comm_t *comm, const void *sendbuf, const size_t *sendcoun
     return baton__fail(comm, BATON_EINVAL, "%s: unknown dtype %d", name, (int)dtype);
   if (!sendcounts || !sdispls || !recvcounts || !rdispls)
     return baton__fail(comm, BATON_EINVAL, "%s: %s is NULL", name,
-                       !sendcounts ? "sendcounts"
-                       : !sdispls  ? "sdispls"
+                       !sendcounts   ? "sendcounts"
+                       : !sdispls    ? "sdispls"
                        : !recvcounts ? "recvcounts"
                                      : "rdispls");
   int any = 0;
@@ -145,8 +145,7 @@ static int post(const void *sendbuf, const size_t *sendcounts, const size_t *sdi
   group_t *g = calloc(1, sizeof *g + 2 * (size_t)(n - 1) * sizeof g->msgs[0]);
   if (!g) {
     atomic_store(&comm->busy, 0);
-    return baton__fail(comm, BATON_ENOMEM, "alltoallv: out of memory for %d messages",
-                       2 * (n - 1));
+    return baton__fail(comm, BATON_ENOMEM, "alltoallv: out of memory for %d messages", 2 * (n - 1));
   }
   *g = (group_t){.kind = BATON__REQ_GROUP, .comm = comm};
   /* In place: the blocks leave from a copy of the input, as alltoall's. */
@@ -178,8 +177,8 @@ static int post(const void *sendbuf, const size_t *sendcounts, const size_t *sdi
                            from, "alltoallv", req != NULL, &g->msgs[g->n]);
     g->n += rc == 0;
     if (rc == 0 &&
-        (rc = baton__p2p_submit(comm, 1, (char *)sendbuf + sdispls[to] * es, sendcounts[to],
-                                dtype, to, "alltoallv", req != NULL, &g->msgs[g->n])) == 0)
+        (rc = baton__p2p_submit(comm, 1, (char *)sendbuf + sdispls[to] * es, sendcounts[to], dtype,
+                                to, "alltoallv", req != NULL, &g->msgs[g->n])) == 0)
       g->n++;
   }
   atomic_store(&comm->busy, 0);

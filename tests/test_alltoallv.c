@@ -16,10 +16,10 @@
 
 #include "common.h"
 
-static const baton_dtype_t dtypes[] = {
-    BATON_INT8,    BATON_UINT8,    BATON_INT16, BATON_UINT16,  BATON_INT32,
-    BATON_UINT32,  BATON_INT64,    BATON_UINT64, BATON_FLOAT16, BATON_BFLOAT16,
-    BATON_FLOAT32, BATON_FLOAT64, BATON_BOOL};
+static const baton_dtype_t dtypes[] = {BATON_INT8,    BATON_UINT8,    BATON_INT16,   BATON_UINT16,
+                                       BATON_INT32,   BATON_UINT32,   BATON_INT64,   BATON_UINT64,
+                                       BATON_FLOAT16, BATON_BFLOAT16, BATON_FLOAT32, BATON_FLOAT64,
+                                       BATON_BOOL};
 
 /* Elements from rank `from` to rank `to` in round k: mostly small, some 0,
  * now and then large. The same formula on every rank, so both ends agree. */
@@ -125,11 +125,11 @@ static void bad_args(tally_t *T) {
   size_t *c = calloc(4 * (size_t)n, sizeof *c);
   int32_t buf[4];
   baton_request_t *req = (baton_request_t *)buf;
-  int ok = baton_alltoallv(buf, NULL, c, buf + 2, c, c, BATON_INT32, T->comm) == BATON_EINVAL &&
-           baton_alltoallv(buf, c, c, buf + 2, c, c, (baton_dtype_t)99, T->comm) == BATON_EINVAL &&
-           baton_ialltoallv(buf, c, c, buf + 2, NULL, c, BATON_INT32, T->comm, &req) ==
-               BATON_EINVAL &&
-           req == NULL && baton_alltoallv(buf, c, c, buf, c, c, BATON_INT32, NULL) == BATON_EINVAL;
+  int ok =
+      baton_alltoallv(buf, NULL, c, buf + 2, c, c, BATON_INT32, T->comm) == BATON_EINVAL &&
+      baton_alltoallv(buf, c, c, buf + 2, c, c, (baton_dtype_t)99, T->comm) == BATON_EINVAL &&
+      baton_ialltoallv(buf, c, c, buf + 2, NULL, c, BATON_INT32, T->comm, &req) == BATON_EINVAL &&
+      req == NULL && baton_alltoallv(buf, c, c, buf, c, c, BATON_INT32, NULL) == BATON_EINVAL;
   /* A rank that sends itself a count it does not expect. */
   c[T->rank] = 1, c[n + T->rank] = 2;
   ok &= baton_alltoallv(buf, c, c + 2 * n, buf + 2, c + n, c + 3 * n, BATON_INT32, T->comm) ==

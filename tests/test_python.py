@@ -421,6 +421,23 @@ def test_p2p():
         e = raises("p2p mismatch", baton.BatonError, "BATON_EMISMATCH", fn, buf, 1 - me, 9)
         if e is not None:
             check("p2p mismatch names both counts", "10" in e.detail and "12" in e.detail, e.detail)
+    # alltoallv: rank r sends rank q (r + q) % 3 elements of value 100 r + q.
+    sc = np.array([(me + q) % 3 for q in range(n)])
+    rc = np.array([(q + me) % 3 for q in range(n)])
+    for dt in (np.float32, np.int16, np.uint8, np.bool_):
+        a = np.concatenate([np.full(sc[q], 100 * me + q) for q in range(n)]).astype(dt)
+        want = np.concatenate([np.full(rc[q], 100 * q + me) for q in range(n)]).astype(dt)
+        got = comm.alltoallv(a, sc, rc)
+        check("alltoallv %s" % np.dtype(dt).name, same(got, want), "got %s want %s" % (got, want))
+        r = comm.alltoallv(a, sc, rc, async_op=True)
+        check("alltoallv async %s" % np.dtype(dt).name, same(r.wait(), want))
+    big = np.zeros(max(int(sc.sum()), int(rc.sum())), np.float32)
+    big[:int(sc.sum())] = np.concatenate([np.full(sc[q], 100 * me + q) for q in range(n)])
+    got = comm.alltoallv(big, sc, rc, out=big)
+    want = np.concatenate([np.full(rc[q], 100 * q + me) for q in range(n)]).astype(np.float32)
+    check("alltoallv in place", got is big and same(big[:want.size], want), str(big))
+    raises("alltoallv counts of the wrong length", ValueError, "counts", comm.alltoallv,
+           np.ones(3, np.float32), [1] * (n + 1), rc)
     raises("p2p to self", baton.BatonError, "BATON_EINVAL", comm.send, np.ones(1), me)
     raises("p2p negative tag", ValueError, "tag", comm.send, np.ones(1), nxt, -1)
     raises("p2p peer not an int", TypeError, "peer", comm.recv, np.ones(1), "1")

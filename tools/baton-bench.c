@@ -51,7 +51,7 @@ static void usage(FILE *f) {
              "allgather,\n"
              "                          broadcast, reduce, alltoall, gather, "
              "scatter,\n"
-             "                          allgatherv, reduce_scatterv (even "
+             "                          allgatherv, reduce_scatterv, alltoallv (even "
              "counts),\n"
              "                          sendrecv (ping-pong of ranks 2k and 2k+1; "
              "time: one way)\n" BENCH_USAGE_SIZES
@@ -124,6 +124,10 @@ static const char *why_not(coll_t c) {
   case COLL_SENDRECV:
     return missing;
 #endif
+#ifndef BENCH_HAVE_alltoallv
+  case COLL_ALLTOALLV:
+    return missing;
+#endif
   default:
     return NULL;
   }
@@ -191,6 +195,12 @@ static int run_more(const bench_t *b, const layout_t *L, baton_dtype_t dt, baton
   case COLL_REDUCE_SCATTERV: {
     const size_t *displs, *counts = even_counts(b, &displs);
     return baton_reduce_scatterv(L->send, L->recv, counts, dt, op, b->comm);
+  }
+#endif
+#ifdef BENCH_HAVE_alltoallv
+  case COLL_ALLTOALLV: {
+    const size_t *displs, *counts = even_counts(b, &displs);
+    return baton_alltoallv(L->send, counts, displs, L->recv, counts, displs, dt, b->comm);
   }
 #endif
 #ifdef BENCH_HAVE_send

@@ -18,9 +18,9 @@
  * touched before anything is timed: a first-touch page fault costs more
  * than a small collective.
  *
- * allgatherv and reduce_scatterv run with every rank's count equal (the
- * blocks one after the other), so they compare with their plain forms and
- * show what the counts cost; they count like them below.
+ * allgatherv, reduce_scatterv and alltoallv run with every rank's count
+ * equal (the blocks one after the other), so they compare with their plain
+ * forms and show what the counts cost; they count like them below.
  *
  * sendrecv is a ping-pong, as OSU's latency test: rank 2k sends the buffer
  * to rank 2k + 1, which receives it and sends it back (so both end with
@@ -74,18 +74,20 @@ typedef enum {
   COLL_ALLGATHERV,
   COLL_REDUCE_SCATTERV,
   COLL_SENDRECV, /* ping-pong between ranks 2k and 2k + 1: not a collective */
+  COLL_ALLTOALLV,
   COLL_COUNT
 } coll_t;
 
 static const char *const coll_names[COLL_COUNT] = {
-    "allreduce", "reduce_scatter", "allgather",  "broadcast",       "reduce",  "alltoall",
-    "gather",    "scatter",        "allgatherv", "reduce_scatterv", "sendrecv"};
+    "allreduce", "reduce_scatter", "allgather",  "broadcast",       "reduce",   "alltoall",
+    "gather",    "scatter",        "allgatherv", "reduce_scatterv", "sendrecv", "alltoallv"};
 
 /* Collectives whose buffer is split into one part per rank: the size is
  * of the whole buffer, nranks parts. */
 static int coll_has_parts(coll_t c) {
   return c == COLL_REDUCE_SCATTER || c == COLL_ALLGATHER || c == COLL_ALLTOALL ||
-         c == COLL_GATHER || c == COLL_SCATTER || c == COLL_ALLGATHERV || c == COLL_REDUCE_SCATTERV;
+         c == COLL_GATHER || c == COLL_SCATTER || c == COLL_ALLGATHERV ||
+         c == COLL_REDUCE_SCATTERV || c == COLL_ALLTOALLV;
 }
 
 static int coll_has_op(coll_t c) {
@@ -325,8 +327,8 @@ static void parse_value(int c, const char *arg, opts_t *o) {
       arg = "broadcast";
     if ((v = lookup(arg, coll_names, COLL_COUNT)) < 0)
       bench_die("-c %s: expected allreduce, reduce_scatter, allgather, "
-                "broadcast, reduce, alltoall, gather, scatter, allgatherv, reduce_scatterv "
-                "or sendrecv",
+                "broadcast, reduce, alltoall, gather, scatter, allgatherv, reduce_scatterv, "
+                "alltoallv or sendrecv",
                 arg);
     if (p->why_not && p->why_not((coll_t)v))
       bench_die("-c %s: %s", arg, p->why_not((coll_t)v));
@@ -761,6 +763,7 @@ static void fill_input(const bench_t *b, char *dst) {
         put_elem(dst, i, dt, gather_input(kind, b->o.root, i));
     break;
   case COLL_ALLTOALL:
+  case COLL_ALLTOALLV:
   case COLL_SENDRECV:
     for (i = 0; i < b->total; i++)
       put_elem(dst, i, dt, gather_input(kind, b->rank, i));
@@ -808,6 +811,7 @@ static void fill_expect(const bench_t *b, char *dst) {
       put_elem(dst, i, dt, gather_input(kind, b->rank & ~1, i));
     break;
   case COLL_ALLTOALL:
+  case COLL_ALLTOALLV:
     for (i = 0; i < b->total; i++)
       put_elem(dst, i, dt, gather_input(kind, (int)(i / b->part), base + i % b->part));
     break;
@@ -916,6 +920,7 @@ static double bus_factor(coll_t coll, int n) {
   case COLL_SCATTER:
   case COLL_ALLGATHERV:
   case COLL_REDUCE_SCATTERV:
+  case COLL_ALLTOALLV:
     return (double)(n - 1) / n;
   default:
     return 1.0; /* broadcast, reduce */

@@ -89,7 +89,7 @@ static void usage(FILE *f) {
              "allgather,\n"
              "                          broadcast, reduce, alltoall, gather, "
              "scatter,\n"
-             "                          allgatherv, reduce_scatterv (even "
+             "                          allgatherv, reduce_scatterv, alltoallv (even "
              "counts),\n"
              "                          sendrecv (MPI_Send/MPI_Recv ping-pong; "
              "time: one way)\n" BENCH_USAGE_SIZES
@@ -123,8 +123,9 @@ static int run_rooted(const bench_t *b, const layout_t *L, int inplace) {
   }
 }
 
-/* MPI_Allgatherv and MPI_Reduce_scatter with every rank's count equal,
- * as baton-bench runs the v-variants. The arrays are made once per size. */
+/* MPI_Allgatherv, MPI_Reduce_scatter and MPI_Alltoallv with every rank's
+ * count equal, as baton-bench runs the v-variants. The arrays are made
+ * once per size. */
 static int run_v(const bench_t *b, const layout_t *L, const void *send) {
   static int *counts, n, part = -1;
   MPI_Datatype dt = mpi_dtype(b->o.dtype);
@@ -146,6 +147,9 @@ static int run_v(const bench_t *b, const layout_t *L, const void *send) {
   }
   if (b->o.coll == COLL_ALLGATHERV)
     return MPI_Allgatherv(send, part, dt, L->recv, counts, counts + n, dt, MPI_COMM_WORLD);
+  if (b->o.coll == COLL_ALLTOALLV)
+    return MPI_Alltoallv(send, counts, counts + n, dt, L->recv, counts, counts + n, dt,
+                         MPI_COMM_WORLD);
   return MPI_Reduce_scatter(send, L->recv, counts, dt, mpi_op(b->o.op), MPI_COMM_WORLD);
 }
 
@@ -171,6 +175,7 @@ static void run_coll(const bench_t *b, const layout_t *L, int inplace) {
     break;
   case COLL_ALLGATHERV:
   case COLL_REDUCE_SCATTERV:
+  case COLL_ALLTOALLV:
     rc = run_v(b, L, send);
     break;
   case COLL_SENDRECV: /* ping-pong: the odd rank sends back what it got */

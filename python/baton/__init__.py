@@ -414,6 +414,39 @@ class Comm:
         _check_overlap(a, out, -int(d[self.rank]), "allgatherv")
         return self._call("allgatherv", (a.ctypes.data, a.size, out.ctypes.data, c.ctypes.data, d.ctypes.data, dt, h), out, async_op, a, out, c, d)
 
+    def alltoallv(self, a, sendcounts, recvcounts, sdispls=None, rdispls=None, out=None,
+                  dtype=None, async_op=False):
+        """baton_alltoallv(): a is flat; its block for rank q is sendcounts[q]
+        elements at sdispls[q], and rank q's block for this rank lands in the
+        flat result at rdispls[q], recvcounts[q] elements long. The displs
+        default to the blocks one after the other; a given out may be longer
+        than the blocks span (the rest stays as it was). sendcounts[q] here
+        must equal recvcounts[this rank] on rank q: otherwise both raise
+        BatonError EMISMATCH. In place when out is a."""
+        h = self._handle()
+        self._need("alltoallv")
+        _array(a, "a")
+        dt = _dtype(a, dtype)
+        sc, rc = self._counts(sendcounts, "alltoallv"), self._counts(recvcounts, "alltoallv")
+        prefix = lambda c: np.concatenate(([0], np.cumsum(c)[:-1]))
+        sd = self._counts(prefix(sc) if sdispls is None else sdispls, "alltoallv")
+        rd = self._counts(prefix(rc) if rdispls is None else rdispls, "alltoallv")
+        need = int(max((sd + sc)[sc > 0], default=0))
+        if a.size < need:
+            raise ValueError("alltoallv: a has %d elements, the send blocks reach element %d"
+                             % (a.size, need))
+        span = int(max((rd + rc)[rc > 0], default=0))
+        if out is not None and getattr(out, "ndim", 0) == 1 and out.size > span:
+            span = out.size
+        if out is not a:
+            out = _out(out, a, (span,), "alltoallv")
+            _check_overlap(a, out, 0, "alltoallv")
+        elif a.ndim != 1 or a.size < span:
+            raise ValueError("alltoallv: in place, a must be 1-D and hold the receive blocks too")
+        return self._call("alltoallv", (a.ctypes.data, sc.ctypes.data, sd.ctypes.data,
+                                        out.ctypes.data, rc.ctypes.data, rd.ctypes.data, dt, h),
+                          out, async_op, a, out, sc, sd, rc, rd)
+
     def reduce_scatterv(self, a, counts, op="sum", out=None, dtype=None, async_op=False):
         """a is flat, sum(counts) elements; rank r gets the reduction over all
         ranks of its block (counts[r] elements after those of ranks < r). In

@@ -64,6 +64,7 @@ _PROTOTYPES = {
     "baton_scatter": (_i, [_p, _p, _sz, _i, _i, _p]),
     "baton_allgatherv": (_i, [_p, _sz, _p, _p, _p, _i, _p]),
     "baton_reduce_scatterv": (_i, [_p, _p, _p, _i, _i, _p]),
+    "baton_alltoallv": (_i, [_p, _p, _p, _p, _p, _p, _i, _p]),
     "baton_send": (_i, [_p, _sz, _i, _i, _i, _p]),
     "baton_recv": (_i, [_p, _sz, _i, _i, _i, _p]),
     "baton_isend": (_i, [_p, _sz, _i, _i, _i, _p, ctypes.POINTER(_p)]),
@@ -74,7 +75,8 @@ _PROTOTYPES = {
 # The i-forms: the blocking call's arguments and a request.
 for _name in [k for k in _PROTOTYPES if k.startswith("baton_") and k != "baton_barrier" and
               k[6:] in ("allreduce", "reduce_scatter", "allgather", "broadcast", "reduce",
-                        "alltoall", "gather", "scatter", "allgatherv", "reduce_scatterv")]:
+                        "alltoall", "gather", "scatter", "allgatherv", "reduce_scatterv",
+                        "alltoallv")]:
     _PROTOTYPES["baton_i" + _name[6:]] = (_i, _PROTOTYPES[_name][1] + [ctypes.POINTER(_p)])
 _PROTOTYPES["baton_ibarrier"] = (_i, [_p, ctypes.POINTER(_p)])
 for _name, (_res, _args) in _PROTOTYPES.items():
