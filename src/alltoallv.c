@@ -30,10 +30,34 @@
 #include "call.h"
 #include "p2p.h"
 
+/* The copy of an in-place call's input. One is kept on the communicator
+ * between calls, so that a run of calls faults its pages in once. */
+struct baton__stage {
+  size_t bytes;
+  char data[];
+};
+
+static struct baton__stage *stage_take(baton_comm_t *comm, size_t bytes) {
+  struct baton__stage *s = atomic_exchange(&comm->a2av_stage, NULL);
+  if (s && s->bytes >= bytes)
+    return s;
+  free(s);
+  if (!(s = malloc(sizeof *s + bytes)))
+    return NULL;
+  s->bytes = bytes;
+  memset(s->data, 0, bytes); /* the page faults, once */
+  return s;
+}
+
+static void stage_give(baton_comm_t *comm, struct baton__stage *s) {
+  if (s)
+    free(atomic_exchange(&comm->a2av_stage, s));
+}
+
 typedef struct {
   uint32_t kind; /* BATON__REQ_GROUP: the request's first field (call.h) */
   baton_comm_t *comm;
-  char *staged; /* in place: the input's copy the blocks leave from */
+  struct baton__stage *staged; /* in place: the input's copy the blocks leave from */
   int n;
   baton_request_t *msgs[]; /* n messages */
 } group_t;
@@ -51,7 +75,7 @@ int baton__group_wait(baton_request_t *req) {
   }
   if (first)
     snprintf(g->comm->last_error, sizeof g->comm->last_error, "%s", first_error);
-  free(g->staged);
+  stage_give(g->comm, g->staged);
   free(g);
   return first;
 }
@@ -82,7 +106,7 @@ int baton__group_test(baton_request_t *req, int *done) {
   }
   *done = k == 0;
   if (*done)
-    free(g->staged), free(g);
+    stage_give(g->comm, g->staged), free(g);
   return BATON_OK;
 }
 
@@ -161,13 +185,13 @@ static int post(const void *sendbuf, const size_t *sendcounts, const size_t *sdi
                        "than BATON_SCRATCH_BYTES (%zu)",
                        extent * es, comm->params.scratch_bytes);
   }
-  if (extent && !(g->staged = malloc(extent * es))) {
+  if (extent && !(g->staged = stage_take(comm, extent * es))) {
     atomic_store(&comm->busy, 0);
     free(g);
     return baton__fail(comm, BATON_ENOMEM, "alltoallv: out of memory for the in-place copy");
   }
   if (extent)
-    memcpy(g->staged, sendbuf, extent * es), sendbuf = g->staged;
+    memcpy(g->staged->data, sendbuf, extent * es), sendbuf = g->staged->data;
   if (recvcounts[me])
     memmove((char *)recvbuf + rdispls[me] * es, (const char *)sendbuf + sdispls[me] * es,
             recvcounts[me] * es);

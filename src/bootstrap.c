@@ -15,6 +15,7 @@
  * barrier, the INIT line), and baton__comm_free. Failures are fail.c's, the
  * unique id's registry is uniqueid.c's.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,7 @@ void baton__comm_free(baton_comm_t *c) {
   baton__trace_close(c->trace);
   baton__select_free(c);
   baton__p2p_free(c);
+  free(atomic_exchange(&c->a2av_stage, NULL));
   for (int i = 0; i < c->nnet; i++)
     c->net[i].ops->destroy(c->net[i].impl);
   if (c->store)

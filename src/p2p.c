@@ -166,6 +166,11 @@ struct baton__p2p {
   peer_t *peers;
   size_t eager;
   double spin_s, timeout_s;
+  /* A caller blocked in a wait spins longer than the thread: with several
+   * lanes in flight there is no one word to sleep on, and a 10 us sleep
+   * lasts 60 us or more (the kernel's timer slack); the thread spins
+   * briefly, so as not to take the core of the caller it overlaps. */
+  double wait_spin_s;
   int oversubscribed;
   pthread_mutex_t mu;  /* over everything below and every lane */
   pthread_cond_t work; /* the thread sleeps here while it has nothing to drive */
@@ -613,6 +618,17 @@ static int waits_on(const peer_t *q) {
   return 0;
 }
 
+/* Whether q's lane has frames this rank wants to send, or bytes still to
+ * leave: then a sleeper waits for room on it too. */
+static int to_push(const peer_t *q) {
+  if (q->ctrl.n || q->dirty || q->raw_op)
+    return 1;
+  for (const p2p_op_t *op = q->sends; op; op = op->next)
+    if (op->state == S_HDR || op->state == S_STREAM)
+      return 1;
+  return 0;
+}
+
 /* The communicator's state, seen from here: an abort, or a failure the
  * collectives found. */
 static int watch(baton__p2p_t *p) {
@@ -692,9 +708,29 @@ static int pass(baton__p2p_t *p, int deep, double now) {
  * have passed: shared-memory lanes have nothing to sleep on, so while one
  * has work the sleep is `s`; with only sockets, up to the next deep pass. */
 static void nap(baton__p2p_t *p, double s) {
-  int n = 0, shm_busy = 0;
+  int n = 0, shm_busy = 0, lanes = 0;
+  baton__conn_t *only = NULL;
+  int only_sending = 0;
   /* Each sleeper its own: the thread and waiters sleep at once. */
   struct pollfd pfd[2 * p->comm->size];
+  for (int r = 0; r < p->comm->size; r++) {
+    peer_t *q = &p->peers[r];
+    if (q->in && waits_on(q))
+      lanes++, only = q->in, only_sending = 0;
+    if (q->in && to_push(q))
+      lanes++, only = q->out, only_sending = 1;
+  }
+  /* One shared-memory lane to wait on (a ping-pong, a stream): sleep where
+   * its peer wakes this rank the moment it moves, not for a fixed time. */
+  if (lanes == 1 && only->ops->arm) {
+    baton__sleep_t z;
+    if (!only->ops->arm(only, only_sending, &z)) {
+      pthread_mutex_unlock(&p->mu);
+      only->ops->sleep(&z, 0.01);
+      pthread_mutex_lock(&p->mu);
+    }
+    return;
+  }
   for (int r = 0; r < p->comm->size; r++) {
     peer_t *q = &p->peers[r];
     if (!q->in)
@@ -743,7 +779,7 @@ static void drive(baton__p2p_t *p, const p2p_op_t *op) {
       idle_since = now, backoff = 10e-6;
       continue;
     }
-    if (now - idle_since < p->spin_s) {
+    if (now - idle_since < (op ? p->wait_spin_s : p->spin_s)) {
       if (p->oversubscribed) {
         pthread_mutex_unlock(&p->mu);
         sched_yield();
@@ -1073,6 +1109,8 @@ int baton__p2p_connect(baton_comm_t *c, char *err, size_t errlen) {
     if (p->net[i].ops == &baton__tcp_fabric && !p->oversubscribed &&
         c->params.tcp_spin_us * 1e-6 > p->spin_s)
       p->spin_s = c->params.tcp_spin_us * 1e-6;
+  p->wait_spin_s =
+      p->oversubscribed || c->params.spin_us == 0 || p->spin_s > 200e-6 ? p->spin_s : 200e-6;
   for (int r = 0; r < c->size; r++) {
     baton__conn_t *k[2] = {p->peers[r].out, p->peers[r].in};
     for (int i = 0; i < 2; i++)

@@ -197,6 +197,23 @@ static int shm_ready(baton__conn_t *c, int sending, int deep) {
   return 0;
 }
 
+static int shm_arm(baton__conn_t *c, int sending, baton__sleep_t *z) {
+  chan_t *ch = c->impl;
+  _Atomic uint32_t *word = sending ? &ch->ctrl->tail : &ch->ctrl->head;
+  _Atomic uint32_t *flag = sending ? &ch->ctrl->send_waiting : &ch->ctrl->recv_waiting;
+  uint32_t target = sending ? ch->count - ch->nslots + 1 : ch->count + 1;
+  atomic_store_explicit(flag, 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+  z->word = word, z->flag = flag;
+  z->seen = atomic_load_explicit(word, memory_order_acquire);
+  return (int32_t)(z->seen - target) >= 0;
+}
+
+static void shm_sleep(const baton__sleep_t *z, double timeout_s) {
+  struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
+  futex(z->word, FUTEX_WAIT, z->seen, &ts);
+}
+
 const baton__transport_t baton__shm_transport = {
     .name = "shm",
     .send_acquire = shm_send_acquire,
@@ -204,6 +221,8 @@ const baton__transport_t baton__shm_transport = {
     .recv_acquire = shm_recv_acquire,
     .recv_release = shm_recv_release,
     .ready = shm_ready,
+    .arm = shm_arm,
+    .sleep = shm_sleep,
 };
 
 /* ------------------------------------------------------------ binding */

@@ -40,6 +40,12 @@ int baton__sig_check(const baton__sig_t *mine, const baton__sig_t *theirs, int m
 /* "allreduce #5 (count 100, float32, sum)" */
 void baton__sig_format(const baton__sig_t *s, char *buf, size_t len);
 
+/* What a caller that waits on one connection alone sleeps on (arm). */
+typedef struct {
+  void *word, *flag; /* transport-defined */
+  uint32_t seen;
+} baton__sleep_t;
+
 typedef struct {
   const char *name;
   int (*send_acquire)(baton__conn_t *c, void **slot);
@@ -70,6 +76,12 @@ typedef struct {
    * POLLOUT sending, when bytes wait to leave); -1 when there is none
    * (several sockets). */
   int (*poll_fd)(baton__conn_t *c, short *events);
+  /* Optional (shared memory), for a caller with c alone to wait on: `arm`,
+   * called like the others, asks the peer to wake this rank when c moves
+   * and returns 1 when it already can (do not sleep) or 0; `sleep`, called
+   * without the caller's lock, sleeps until then or timeout_s pass. */
+  int (*arm)(baton__conn_t *c, int sending, baton__sleep_t *z);
+  void (*sleep)(const baton__sleep_t *z, double timeout_s);
 } baton__transport_t;
 
 /* Checked by every transport's slow wait path (each sleep slice): a
