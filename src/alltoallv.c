@@ -125,7 +125,6 @@ static int check(baton_comm_t *comm, const void *sendbuf, const size_t *sendcoun
                        : !sdispls    ? "sdispls"
                        : !recvcounts ? "recvcounts"
                                      : "rdispls");
-  int any = 0;
   for (int r = 0; r < comm->size; r++) {
     const size_t c[2] = {sendcounts[r], recvcounts[r]}, d[2] = {sdispls[r], rdispls[r]};
     for (int k = 0; k < 2; k++)
@@ -138,7 +137,6 @@ static int check(baton_comm_t *comm, const void *sendbuf, const size_t *sendcoun
                          sendcounts[r] && !sendbuf ? "sendbuf" : "recvbuf",
                          sendcounts[r] && !sendbuf ? "sendcounts" : "recvcounts", r,
                          sendcounts[r] && !sendbuf ? sendcounts[r] : recvcounts[r]);
-    any |= sendcounts[r] || recvcounts[r];
   }
   int me = comm->rank;
   if (sendcounts[me] != recvcounts[me])

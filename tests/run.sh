@@ -352,9 +352,13 @@ p2p_tests() {
   for n in 1 2 3 4 5 6; do
     run "test_p2p -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_p2p"
   done
-  for n in 2 3 5; do
+  for n in 2 3 4 5; do
     run "test_p2p -n $n BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp "$BUILD/bin/baton-run" \
       -n "$n" "$BUILD/tests/test_p2p"
+  done
+  for n in 3 5; do
+    run "test_p2p -n $n 2 hosts interleaved" 1 "$BUILD/bin/baton-run" -n "$n" \
+      sh -c 'BATON_HOSTID=h$((BATON_RANK % 2)) exec "$0"' "$BUILD/tests/test_p2p"
   done
   run "test_p2p -n 4 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_p2p"
@@ -364,15 +368,21 @@ p2p_tests() {
     run "test_p2p kill -n 3 $t" 1 env BATON_TIMEOUT=20 $t "$BUILD/bin/baton-run" -n 3 \
       "$BUILD/tests/test_p2p" kill
   done
-  run "examples/p2p_exchange -n 6" 0 "$BUILD/bin/baton-run" -n 6 "$BUILD/examples/p2p_exchange"
+  for n in 1 2 3 4 5 6; do
+    run "examples/p2p_exchange -n $n" 0 "$BUILD/bin/baton-run" -n "$n" "$BUILD/examples/p2p_exchange"
+  done
   # alltoallv, on the same lanes: every dtype, counts per pair, gaps,
   # in place, the i-form, a mismatch.
   for n in 1 2 3 4 5 8; do
     run "test_alltoallv -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_alltoallv"
   done
-  for n in 3 4; do
+  for n in 2 3 4 5; do
     run "test_alltoallv -n $n BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
       "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_alltoallv"
+  done
+  for n in 3 5; do
+    run "test_alltoallv -n $n 2 hosts interleaved" 1 "$BUILD/bin/baton-run" -n "$n" \
+      sh -c 'BATON_HOSTID=h$((BATON_RANK % 2)) exec "$0"' "$BUILD/tests/test_alltoallv"
   done
   run "test_alltoallv -n 4 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_alltoallv"

@@ -11,7 +11,7 @@ BUILD=${BUILD:-build}
 RUN=$BUILD/bin/baton-run
 BENCH=$BUILD/bin/baton-bench
 TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
-COLLS="allreduce reduce_scatter allgather broadcast reduce alltoall gather scatter allgatherv reduce_scatterv"
+COLLS="allreduce reduce_scatter allgather broadcast reduce alltoall gather scatter allgatherv reduce_scatterv alltoallv"
 SMALL="-b 0 -e 64K -f 8 -w 1 -n 2"
 passed=0
 failed=0
@@ -104,7 +104,7 @@ else
 fi
 
 # Bad input: a clear error naming the flag, exit 2, never a hang.
-expect_error "unknown collective" "-c alltoallv: expected allreduce" "$BENCH" -c alltoallv
+expect_error "unknown collective" "-c alltoallw: expected allreduce" "$BENCH" -c alltoallw
 expect_error "-b above -e" "is larger than -e" "$BENCH" -b 1M -e 8
 expect_error "bad size" "-e 12Q: expected a size" "$BENCH" -e 12Q
 expect_error "bad dtype" "-d float8" "$BENCH" -d float8
@@ -147,6 +147,19 @@ else
   skip "compare.sh writes its report with python3, which is not installed"
 fi
 
+# The ping-pong pairs ranks 2k and 2k+1: an even number of ranks.
+if supported sendrecv; then
+  for n in 2 4; do
+    expect_check "baton-bench -n $n -c sendrecv --check" "$RUN" -n "$n" "$BENCH" -c sendrecv $SMALL --check
+  done
+  expect_check "baton-bench -c sendrecv -e 1M --check (past the eager limit)" "$RUN" -n 2 "$BENCH" \
+    -c sendrecv -b 256K -e 1M -w 1 -n 2 --check
+  expect_error "baton-bench -n 3 -c sendrecv refused" "run an even number of ranks" \
+    "$RUN" -n 3 "$BENCH" -c sendrecv -b 8 -e 8
+else
+  skip "baton-bench -c sendrecv: include/baton.h does not declare baton_send"
+fi
+
 # --------------------------------------------------------------- peers
 # Built by `make -f bench/Makefile.peers`; skipped where they are not.
 as_root=; [ "$(id -u)" = 0 ] && as_root=--allow-run-as-root
@@ -155,6 +168,8 @@ if [ -x "$BUILD/bench/mpi_bench" ] && command -v mpirun.openmpi >/dev/null; then
     expect_check "Open MPI -n 3 -c $c --check" mpirun.openmpi -n 3 $as_root --oversubscribe \
       --mca btl self,vader --mca mpi_yield_when_idle 1 "$BUILD/bench/mpi_bench" -c "$c" $SMALL --check -r 1
   done
+  expect_check "Open MPI -n 2 -c sendrecv --check" mpirun.openmpi -n 2 $as_root --oversubscribe \
+    --mca btl self,vader --mca mpi_yield_when_idle 1 "$BUILD/bench/mpi_bench" -c sendrecv $SMALL --check
 else
   skip "Open MPI peer: $BUILD/bench/mpi_bench not built (make -f bench/Makefile.peers)"
 fi
