@@ -704,9 +704,10 @@ static int pass(baton__p2p_t *p, int deep, double now) {
 
 /* ------------------------------------------------------------ driving */
 
-/* Sleeps without the lock until a socket lane can move or `s` seconds
- * have passed: shared-memory lanes have nothing to sleep on, so while one
- * has work the sleep is `s`; with only sockets, up to the next deep pass. */
+/* Sleeps without the lock until a lane this rank waits on can move: one
+ * shared-memory lane, on its futex (the peer's commit wakes it); sockets,
+ * in ppoll, up to the next deep pass; several shared-memory lanes have no
+ * one word to sleep on, so for `s` seconds. */
 static void nap(baton__p2p_t *p, double s) {
   int n = 0, shm_busy = 0, lanes = 0;
   baton__conn_t *only = NULL;
