@@ -127,6 +127,12 @@ compare: all
 	$(MAKE) -f bench/Makefile.peers BUILD=$(BUILD)
 	bench/compare.sh
 
+# The version, from baton.h, for the CMake package files.
+VERSION_MAJOR = $(shell sed -n 's/^\#define BATON_VERSION_MAJOR \([0-9]*\)/\1/p' include/baton.h)
+VERSION_MINOR = $(shell sed -n 's/^\#define BATON_VERSION_MINOR \([0-9]*\)/\1/p' include/baton.h)
+VERSION_PATCH = $(shell sed -n 's/^\#define BATON_VERSION_PATCH \([0-9]*\)/\1/p' include/baton.h)
+VERSION = $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/baton.h include/baton_mpi.h $(DESTDIR)$(PREFIX)/include/
@@ -135,6 +141,11 @@ install: all
 	install -m 755 $(BUILD)/bin/baton-run $(BUILD)/bin/baton-bench $(BUILD)/bin/baton-soak $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(BUILD)/bin/baton-viz $(BUILD)/bin/baton-model $(BUILD)/bin/baton-tune $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
+	install -d $(DESTDIR)$(PREFIX)/lib/cmake/baton
+	for f in batonConfig batonConfigVersion; do \
+	  sed -e 's|@VERSION@|$(VERSION)|; s|@MAJOR@|$(VERSION_MAJOR)|; s|@MINOR@|$(VERSION_MINOR)|' \
+	    cmake/$$f.cmake.in > $(DESTDIR)$(PREFIX)/lib/cmake/baton/$$f.cmake; \
+	done
 
 # The Python package, where `PYTHONPATH=$(PREFIX)/lib/python3/site-packages`
 # finds it; it loads $(PREFIX)/lib/libbaton.so by its own path.

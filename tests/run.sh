@@ -49,7 +49,8 @@
 # at 1 and 2 ranks; test_fault (a peer that dies or stalls); test_hostile
 # (strangers at the store port); test_secret.sh; a 3-second baton-soak; the
 # training example and the Python binding (test_python.py, test_train.py:
-# /usr/bin/python3 with python3-numpy, else skipped); test_install.sh and
+# /usr/bin/python3 with python3-numpy, else skipped); test_install.sh,
+# test_cmake.sh (find_package(baton) from a CMake project) and
 # test_readme.sh; test_trace and test_viz.sh; test_bench.sh. Then the
 # sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
 # the quick collective sweeps, the API test and test_hostile run again under
@@ -556,6 +557,9 @@ skip_reason=
 # As a user would: install, build against the installed header with
 # pkg-config, run at 1..8 ranks. And the README's knob table is current.
 run "test_install.sh" 1 env BUILD="$BUILD" bash tests/test_install.sh
+# find_package(baton) from CMake: C, C++ and the static archive, a version
+# refused, the installed tree moved.
+run "test_cmake.sh" 1 env BUILD="$BUILD" bash tests/test_cmake.sh
 run "test_readme.sh" 1 env BUILD="$BUILD" bash tests/test_readme.sh
 # BATON_TRACE's lines, and baton-viz / baton-model (test_viz.sh traces 4 ranks).
 for n in 1 3; do
