@@ -704,32 +704,39 @@ static int pass(baton__p2p_t *p, int deep, double now) {
 
 /* ------------------------------------------------------------ driving */
 
-/* Sleeps without the lock until a lane this rank waits on can move: one
- * shared-memory lane, on its futex (the peer's commit wakes it); sockets,
- * in ppoll, up to the next deep pass; several shared-memory lanes have no
- * one word to sleep on, so for `s` seconds. */
+/* Sleeps without the lock until a lane this rank waits on can move:
+ * shared-memory lanes on their futexes (the peers' commits wake them;
+ * several at once with futex_waitv, else for `s` seconds); sockets in
+ * ppoll, up to the next deep pass; a mix of the two for `s` seconds. */
 static void nap(baton__p2p_t *p, double s) {
-  int n = 0, shm_busy = 0, lanes = 0;
-  baton__conn_t *only = NULL;
-  int only_sending = 0;
+  int n = 0, shm_busy = 0, nl = 0, armable = 1;
   /* Each sleeper its own: the thread and waiters sleep at once. */
   struct pollfd pfd[2 * p->comm->size];
+  baton__conn_t *lane[2 * p->comm->size];
+  int sending[2 * p->comm->size];
   for (int r = 0; r < p->comm->size; r++) {
     peer_t *q = &p->peers[r];
     if (q->in && waits_on(q))
-      lanes++, only = q->in, only_sending = 0;
+      lane[nl] = q->in, sending[nl++] = 0, armable &= q->in->ops->arm != NULL;
     if (q->in && to_push(q))
-      lanes++, only = q->out, only_sending = 1;
+      lane[nl] = q->out, sending[nl++] = 1, armable &= q->out->ops->arm != NULL;
   }
-  /* One shared-memory lane to wait on (a ping-pong, a stream): sleep where
-   * its peer wakes this rank the moment it moves, not for a fixed time. */
-  if (lanes == 1 && only->ops->arm) {
-    baton__sleep_t z;
-    if (!only->ops->arm(only, only_sending, &z)) {
-      pthread_mutex_unlock(&p->mu);
-      only->ops->sleep(&z, 0.01);
-      pthread_mutex_lock(&p->mu);
+  /* Shared-memory lanes only: sleep where their peers wake this rank the
+   * moment one moves (the futex of each, or all of them at once), not for
+   * a fixed time. */
+  if (nl > 0 && armable) {
+    baton__sleep_t z[nl];
+    for (int i = 0; i < nl; i++)
+      if (lane[i]->ops->arm(lane[i], sending[i], &z[i]))
+        return; /* it moved meanwhile */
+    pthread_mutex_unlock(&p->mu);
+    if (nl == 1)
+      lane[0]->ops->sleep(&z[0], 0.01);
+    else if (lane[0]->ops->sleep_many(z, nl, 0.01) != 0) {
+      struct timespec ts = {0, (long)(s * 1e9)};
+      nanosleep(&ts, NULL);
     }
+    pthread_mutex_lock(&p->mu);
     return;
   }
   for (int r = 0; r < p->comm->size; r++) {

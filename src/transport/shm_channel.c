@@ -214,6 +214,28 @@ static void shm_sleep(const baton__sleep_t *z, double timeout_s) {
   futex(z->word, FUTEX_WAIT, z->seen, &ts);
 }
 
+/* futex_waitv (Linux 5.16): one sleep on the words of several channels,
+ * each woken by its own peer's commit. */
+static int shm_sleep_many(const baton__sleep_t *z, int n, double timeout_s) {
+#if defined(SYS_futex_waitv) && defined(FUTEX_32)
+  struct futex_waitv w[FUTEX_WAITV_MAX];
+  if (n > FUTEX_WAITV_MAX)
+    return -1;
+  for (int i = 0; i < n; i++)
+    w[i] = (struct futex_waitv){.val = z[i].seen, .uaddr = (uintptr_t)z[i].word, .flags = FUTEX_32};
+  struct timespec at;
+  clock_gettime(CLOCK_MONOTONIC, &at);
+  at.tv_nsec += (long)(timeout_s * 1e9);
+  at.tv_sec += at.tv_nsec / 1000000000L, at.tv_nsec %= 1000000000L;
+  if (syscall(SYS_futex_waitv, w, (unsigned)n, 0u, &at, CLOCK_MONOTONIC) < 0 && errno == ENOSYS)
+    return -1;
+  return 0;
+#else
+  (void)z, (void)n, (void)timeout_s;
+  return -1;
+#endif
+}
+
 const baton__transport_t baton__shm_transport = {
     .name = "shm",
     .send_acquire = shm_send_acquire,
@@ -223,6 +245,7 @@ const baton__transport_t baton__shm_transport = {
     .ready = shm_ready,
     .arm = shm_arm,
     .sleep = shm_sleep,
+    .sleep_many = shm_sleep_many,
 };
 
 /* ------------------------------------------------------------ binding */

@@ -82,6 +82,9 @@ typedef struct {
    * without the caller's lock, sleeps until then or timeout_s pass. */
   int (*arm)(baton__conn_t *c, int sending, baton__sleep_t *z);
   void (*sleep)(const baton__sleep_t *z, double timeout_s);
+  /* The same for n armed connections of this transport at once; -1 when
+   * the kernel cannot (then nothing slept). */
+  int (*sleep_many)(const baton__sleep_t *z, int n, double timeout_s);
 } baton__transport_t;
 
 /* Checked by every transport's slow wait path (each sleep slice): a
