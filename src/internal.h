@@ -75,10 +75,13 @@ typedef struct {
   size_t pair_segment_bytes; /* BATON_PAIR_SEGMENT_BYTES */
   size_t scratch_bytes;      /* BATON_SCRATCH_BYTES */
   size_t p2p_eager_bytes;    /* BATON_P2P_EAGER_BYTES */
-  char algo[256];            /* BATON_ALGO */
-  char tune_file[256];       /* BATON_TUNE_FILE */
-  char secret[256];          /* BATON_SECRET, "" when unset */
-  char trace[256];           /* BATON_TRACE, "" when unset */
+  /* Not a knob: set by p2p.c for its own segment, where the thread and a
+   * caller may sleep on one channel at once, so a commit wakes them all. */
+  int shm_wake_all;
+  char algo[256];      /* BATON_ALGO */
+  char tune_file[256]; /* BATON_TUNE_FILE */
+  char secret[256];    /* BATON_SECRET, "" when unset */
+  char trace[256];     /* BATON_TRACE, "" when unset */
   /* Not knobs: filled by baton__launch_env (launch_env.c). */
   char launcher[96];  /* where rank and size came from, e.g. "torchrun (RANK, WORLD_SIZE)" */
   char addr_from[80]; /* where addr came from, e.g. "MASTER_ADDR:MASTER_PORT" */

@@ -166,10 +166,11 @@ struct baton__p2p {
   peer_t *peers;
   size_t eager;
   double spin_s, timeout_s;
-  /* A caller blocked in a wait spins longer than the thread: with several
-   * lanes in flight there is no one word to sleep on, and a 10 us sleep
-   * lasts 60 us or more (the kernel's timer slack); the thread spins
-   * briefly, so as not to take the core of the caller it overlaps. */
+  /* A caller blocked in a wait polls longer than the thread (200 us,
+   * yielding the core between polls after BATON_SPIN_US): a futex wake-up
+   * costs tens of microseconds on a virtual machine, a ping-pong's reply
+   * comes sooner. The thread polls briefly, so as not to take the core of
+   * the caller it overlaps. */
   double wait_spin_s;
   int oversubscribed;
   pthread_mutex_t mu;  /* over everything below and every lane */
@@ -788,7 +789,10 @@ static void drive(baton__p2p_t *p, const p2p_op_t *op) {
       continue;
     }
     if (now - idle_since < (op ? p->wait_spin_s : p->spin_s)) {
-      if (p->oversubscribed) {
+      /* Past BATON_SPIN_US a waiter polls between yields: alone on its
+       * core it loses nothing, and a peer that shares the core (another
+       * process took the other) runs at once instead of after the spin. */
+      if (p->oversubscribed || now - idle_since >= p->spin_s) {
         pthread_mutex_unlock(&p->mu);
         sched_yield();
         pthread_mutex_lock(&p->mu);
@@ -990,8 +994,11 @@ int baton__p2p_wait(baton_request_t *req) {
   p->waiters++;
   drive(p, op);
   p->waiters--;
-  /* Messages in flight, or bytes still to leave (a blocking call's last
-   * ACK behind a full socket): the thread takes over. */
+  /* Bytes still to leave (a blocking call's last ACK behind a full
+   * socket): the thread takes over. Messages in flight are the thread's
+   * only when it runs already (i-forms start it): a blocking alltoallv
+   * waits for its messages one after the other in this thread, and a
+   * thread started between them would only contend with it. */
   if ((p->pending > 0 || p->dirty || p->owed) && start_thread(p) == 0)
     pthread_cond_signal(&p->work);
   pthread_mutex_unlock(&p->mu);
@@ -1106,6 +1113,7 @@ int baton__p2p_connect(baton_comm_t *c, char *err, size_t errlen) {
   pp.segment_bytes = pp.pair_segment_bytes;
   pp.flat_bytes = 0;
   pp.nsocks = 1;
+  pp.shm_wake_all = 1; /* the thread and a caller may sleep on one lane at once */
   int rc = connect_shm(p, c, &pp, err, errlen);
   if (rc == 0)
     rc = connect_tcp(p, c, &pp, err, errlen);

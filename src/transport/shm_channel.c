@@ -152,7 +152,7 @@ static int shm_send_commit(baton__conn_t *c, size_t bytes) {
   m->sig = *c->sig;
   ch->count++;
   atomic_store_explicit(&ch->ctrl->head, ch->count, memory_order_release);
-  wake(&ch->ctrl->head, &ch->ctrl->recv_waiting, 0);
+  wake(&ch->ctrl->head, &ch->ctrl->recv_waiting, ch->wake_all);
   return 0;
 }
 
@@ -174,7 +174,7 @@ static int shm_recv_release(baton__conn_t *c) {
   chan_t *ch = c->impl;
   ch->count++;
   atomic_store_explicit(&ch->ctrl->tail, ch->count, memory_order_release);
-  wake(&ch->ctrl->tail, &ch->ctrl->send_waiting, 0);
+  wake(&ch->ctrl->tail, &ch->ctrl->send_waiting, ch->wake_all);
   return 0;
 }
 
@@ -259,6 +259,7 @@ static void bind_conn(baton__shm_t *s, baton__conn_t *c, chan_t *ch, int chan, i
   c->peer = peer;
   c->timeout_s = p->timeout_s;
   c->impl = ch;
+  ch->wake_all = p->shm_wake_all;
   ch->peer_pid = atomic_load(&s->hdr->ranks[local_index(s, peer)].pid);
 }
 

@@ -81,6 +81,7 @@ typedef struct {
   char *slots;
   uint32_t nslots;
   uint32_t count; /* our copy of our own counter */
+  int wake_all;   /* several may sleep on this channel: wake every one */
   pid_t peer_pid;
   baton__shm_t *shm;
 } chan_t;
