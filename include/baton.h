@@ -149,6 +149,45 @@ typedef struct {
 } baton_unique_id_t;
 int baton_get_unique_id(baton_unique_id_t *id);
 int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t *id, int rank);
+/*
+ * For programs that already have a key-value store that every rank reaches
+ * (a framework's rendezvous store, as PyTorch hands its process groups):
+ * the communicator of size ranks meets through kv instead of a store of its
+ * own, so it needs no address or port besides its data connections.
+ *
+ * set stores len bytes under key (overwriting is allowed) and returns 0, or
+ * nonzero on failure. get waits up to timeout_s seconds until key exists,
+ * copies at most cap bytes of its value to value, sets *len to the stored
+ * length and returns 0; nonzero when the key did not appear in time or the
+ * store failed. Both may be called from a thread of baton's while the
+ * communicator lives (failure causes are relayed through the store), so kv
+ * and ctx must stay valid until baton_comm_destroy of this communicator
+ * and of every communicator split from it has returned. Keys are at most
+ * 200 bytes, values at most 64 KiB; baton puts a prefix of its own before
+ * every key, so several communicators may share one store as long as each
+ * set of ranks makes its communicators in the same order.
+ *
+ * timeout_s bounds every wait of the communicator (set-up, collectives,
+ * point-to-point) as BATON_TIMEOUT does; 0 means BATON_TIMEOUT's value.
+ *
+ * The secret of the data connections is BATON_SECRET when it is set (then
+ * on every rank), else a random one that rank 0 puts in the store: then
+ * whoever can read the store can join, and a process that cannot read it
+ * cannot connect to the ranks' sockets or inject bytes into them. Nothing
+ * on the connections is encrypted.
+ *
+ * Errors: a NULL comm or kv, a NULL set or get, size < 1, rank outside
+ * [0, size), or timeout_s < 0 is BATON_EINVAL; a store that fails or keeps
+ * a key from appearing is BATON_ETIMEDOUT or BATON_ESYS, with the key in
+ * baton_last_init_error().
+ */
+typedef struct {
+  void *ctx;
+  int (*set)(void *ctx, const char *key, const void *value, size_t len);
+  int (*get)(void *ctx, const char *key, void *value, size_t cap, size_t *len, double timeout_s);
+  double timeout_s;
+} baton_kv_t;
+int baton_comm_init_kv(baton_comm_t **comm, int size, int rank, const baton_kv_t *kv);
 /* The text of the last failed baton_comm_init() in this process. */
 const char *baton_last_init_error(void);
 
