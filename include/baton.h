@@ -162,10 +162,12 @@ int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t 
  * store failed. Both may be called from a thread of baton's while the
  * communicator lives (failure causes are relayed through the store), so kv
  * and ctx must stay valid until baton_comm_destroy of this communicator
- * and of every communicator split from it has returned. Keys are at most
- * 200 bytes, values at most 64 KiB; baton puts a prefix of its own before
- * every key, so several communicators may share one store as long as each
- * set of ranks makes its communicators in the same order.
+ * and of every communicator split from it has returned. baton makes one
+ * call at a time through one kv (a communicator and those split from it),
+ * so the store need not be thread-safe. Keys are at most 255 bytes and
+ * values at most 1 MiB. Every key begins with "baton.<n>/", n counting the
+ * communicators made on this ctx in this process, so several communicators
+ * may share one store as long as every rank makes them in the same order.
  *
  * timeout_s bounds every wait of the communicator (set-up, collectives,
  * point-to-point) as BATON_TIMEOUT does; 0 means BATON_TIMEOUT's value.

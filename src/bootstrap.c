@@ -15,6 +15,9 @@
  * barrier, the INIT line), and baton__comm_free. Failures are fail.c's, the
  * unique id's registry is uniqueid.c's.
  */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +114,8 @@ static int learn_hosts(baton_comm_t *c, char *err, size_t errlen) {
 typedef struct {
   int rank, size;
   const char *addr;
-  const char *nonce; /* the unique id's, the secret when BATON_SECRET is unset */
+  const char *nonce;    /* the unique id's, the secret when BATON_SECRET is unset */
+  const baton_kv_t *kv; /* baton_comm_init_kv's store (then addr and nonce are NULL) */
 } given_t;
 
 static int read_identity(baton_comm_t *c, const given_t *given, char *host, size_t hostlen,
@@ -122,12 +126,12 @@ static int read_identity(baton_comm_t *c, const given_t *given, char *host, size
   if (given) {
     c->params.rank = given->rank;
     c->params.size = given->size;
-    snprintf(c->params.addr, sizeof c->params.addr, "%s", given->addr);
+    snprintf(c->params.addr, sizeof c->params.addr, "%s", given->kv ? "-" : given->addr);
+    if (given->kv && given->kv->timeout_s > 0)
+      c->params.timeout_s = given->kv->timeout_s;
     if (given->size < 1 || given->rank < 0) {
-      snprintf(err, errlen,
-               "baton_comm_init_rank: size %d must be positive and rank %d "
-               "not negative",
-               given->size, given->rank);
+      snprintf(err, errlen, "%s: size %d must be positive and rank %d not negative",
+               given->kv ? "baton_comm_init_kv" : "baton_comm_init_rank", given->size, given->rank);
       return BATON_EINVAL;
     }
   }
@@ -155,6 +159,8 @@ static int read_identity(baton_comm_t *c, const given_t *given, char *host, size
   c->rank = c->params.rank;
   c->size = c->params.size;
   baton__log_rank = c->rank;
+  if (given && given->kv)
+    return BATON_OK;
   return baton__parse_hostport(c->params.addr, given ? "the unique id's address" : "BATON_ADDR",
                                host, hostlen, port, err, errlen);
 }
@@ -443,6 +449,51 @@ static int load_secret(baton_comm_t *c, const given_t *given, const char *host, 
   return rc;
 }
 
+/* Over a caller's store without BATON_SECRET: rank 0 draws the secret and
+ * puts it in the store, so that only those who can read the store can
+ * connect to the ranks. */
+static int kv_secret(baton_comm_t *c, char *err, size_t errlen) {
+  char text[2 * 16 + 1] = "";
+  size_t len = 0;
+  int rc;
+  if (c->params.secret[0])
+    return baton__secret_set(&c->secret, c->params.secret, err, errlen);
+  if (c->rank == 0) {
+    unsigned char raw[16];
+    FILE *f = fopen("/dev/urandom", "rb");
+    int ok = f && fread(raw, sizeof raw, 1, f) == 1;
+    if (f)
+      fclose(f);
+    if (!ok) {
+      snprintf(err, errlen, "cannot read /dev/urandom for the communicator's secret");
+      return BATON_ESYS;
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+      snprintf(text + 2 * i, 3, "%02x", raw[i]);
+    if ((rc = baton__store_set(c->store, "secret", text, sizeof text, err, errlen)) != 0)
+      return rc;
+  } else if ((rc = baton__store_get(c->store, "secret", text, sizeof text, &len,
+                                    c->params.timeout_s, err, errlen)) != 0) {
+    return rc;
+  } else if (len != sizeof text || text[sizeof text - 1] != '\0') {
+    snprintf(err, errlen, "rank 0 put a malformed secret in the store (%zu bytes)", len);
+    return BATON_EPROTO;
+  }
+  return baton__secret_set(&c->secret, text, err, errlen);
+}
+
+/* Where the data connections should face: the interface that routes to
+ * MASTER_ADDR (torch.distributed's env://) when it names an IPv4 host. */
+static void kv_host_hint(char *host, size_t cap) {
+  const char *m = getenv("MASTER_ADDR");
+  struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  host[0] = '\0';
+  if (m && m[0] && getaddrinfo(m, NULL, &hints, &res) == 0 && res) {
+    inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, host, (socklen_t)cap);
+    freeaddrinfo(res);
+  }
+}
+
 static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_server_t *srv) {
   char *err = baton__init_error, host[256];
   size_t errlen = sizeof baton__init_error;
@@ -463,15 +514,23 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
     return BATON_ENOMEM;
   }
   c->server = srv;
-  if ((rc = read_identity(c, given, host, sizeof host, &port, err, errlen)) != 0 ||
-      (rc = load_secret(c, given, host, port, err, errlen)) != 0)
+  if (given && given->kv) {
+    kv_host_hint(host, sizeof host);
+    if ((rc = read_identity(c, given, NULL, 0, NULL, err, errlen)) != 0 ||
+        (rc = baton__store_connect_kv(given->kv, host, c->params.timeout_s, &c->store, err,
+                                      errlen)) != 0 ||
+        (rc = kv_secret(c, err, errlen)) != 0)
+      goto fail;
+  } else if ((rc = read_identity(c, given, host, sizeof host, &port, err, errlen)) != 0 ||
+             (rc = load_secret(c, given, host, port, err, errlen)) != 0) {
     goto fail;
+  }
   if (!given && c->rank == 0 &&
       (rc = baton__store_serve(host, port, &c->secret, c->params.timeout_s, &c->server, err,
                                errlen)) != 0)
     goto fail;
-  if ((rc = baton__store_connect(host, port, c->params.timeout_s, &c->secret, &c->store, err,
-                                 errlen)) != 0)
+  if (!c->store && (rc = baton__store_connect(host, port, c->params.timeout_s, &c->secret,
+                                              &c->store, err, errlen)) != 0)
     goto fail;
   if ((rc = baton__algo_parse(c->params.algo, c->forced, err, errlen)) != 0 ||
       (rc = baton__comm_tables(c, err, errlen)) != 0 || (rc = learn_hosts(c, err, errlen)) != 0 ||
@@ -498,10 +557,26 @@ int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t 
       *comm = NULL;
     return BATON_EINVAL;
   }
-  given_t g = {rank, size, addr, nonce};
+  given_t g = {rank, size, addr, nonce, NULL};
   if (size < 1 || rank < 0 || rank >= size) /* fail before taking the store */
     return init_comm(comm, &g, NULL);
   return init_comm(comm, &g, baton__unique_id_adopt(nonce));
+}
+
+int baton_comm_init_kv(baton_comm_t **comm, int size, int rank, const baton_kv_t *kv) {
+  const char *bad = !kv                    ? "kv is NULL"
+                    : !kv->set || !kv->get ? "kv->set or kv->get is NULL"
+                    : kv->timeout_s < 0 || kv->timeout_s != kv->timeout_s
+                        ? "kv->timeout_s is negative or not a number"
+                        : NULL;
+  if (bad) {
+    snprintf(baton__init_error, sizeof baton__init_error, "baton_comm_init_kv: %s", bad);
+    if (comm)
+      *comm = NULL;
+    return BATON_EINVAL;
+  }
+  given_t g = {rank, size, NULL, NULL, kv};
+  return init_comm(comm, &g, NULL);
 }
 
 int baton_comm_destroy(baton_comm_t *comm) {

@@ -164,11 +164,16 @@ int baton__store_set(baton__store_t *st, const char *key, const void *val, size_
 int baton__store_get(baton__store_t *st, const char *key, void *val, size_t cap, size_t *len,
                      double timeout_s, char *err, size_t errlen);
 void baton__store_close(baton__store_t *st);
+/* A client that keeps its keys in the caller's store (baton_comm_init_kv);
+ * host is where the data connections should face ("" when unknown). */
+int baton__store_connect_kv(const baton_kv_t *kv, const char *host, double timeout_s,
+                            baton__store_t **out, char *err, size_t errlen);
 /* A second client of the store that parent talks to (same address, same
  * secret, its own connection), whose keys all begin with prefix: a child
  * communicator's, so that its keys never meet its parent's or a sibling's.
  * Its own connection, so that communicators used from different threads
- * never wait on each other's requests. */
+ * never wait on each other's requests. Over a caller's store (connect_kv)
+ * the child shares the caller's store with its parent. */
 #define BATON__STORE_PREFIX_MAX 40
 int baton__store_open_child(const baton__store_t *parent, const char *prefix, baton__store_t **out,
                             char *err, size_t errlen);

@@ -11,6 +11,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +79,18 @@ void baton__store_format_addr(char *buf, size_t cap, const char *host, int port)
 
 /* ------------------------------------------------------------ the client */
 
+/* A caller's key-value store (baton_comm_init_kv), shared by the client of
+ * a communicator and the clients of those split from it. Their calls go
+ * through it one at a time: the caller's store need not be thread-safe. */
+typedef struct {
+  baton_kv_t kv;
+  pthread_mutex_t mu;
+  _Atomic int refs;
+  char base[32]; /* before every key: which baton_comm_init_kv of this kv */
+} kv_family_t;
+
 struct baton__store {
+  kv_family_t *kv; /* NULL: baton's own store over fd */
   int fd;
   int broken; /* a request failed half-way; the stream is out of step */
   double timeout_s;
@@ -209,6 +222,41 @@ static int check_key(req_t *q, const void *val, size_t len, size_t max) {
   return BATON_OK;
 }
 
+/* The whole key the caller's store sees: family base, prefix, key. */
+static int kv_key(req_t *q, char *full, size_t cap) {
+  int n = snprintf(full, cap, "%s%s%s", q->st->kv->base, q->st->prefix, q->key);
+  if (n < 0 || (size_t)n >= cap) {
+    snprintf(q->err, q->errlen, "store %s \"%s\": the key is longer than %zu bytes", q->what,
+             q->key, cap - 1);
+    return BATON_EINVAL;
+  }
+  return BATON_OK;
+}
+
+/* A set or get through the caller's store (val/cap/len for a get). */
+static int kv_request(req_t *q, const void *val, size_t vlen, void *out, size_t cap, size_t *len) {
+  char full[BATON__STORE_KEY_MAX + 1];
+  kv_family_t *f = q->st->kv;
+  int rc = kv_key(q, full, sizeof full), r;
+  if (rc != BATON_OK)
+    return rc;
+  pthread_mutex_lock(&f->mu);
+  r = out ? f->kv.get(f->kv.ctx, full, out, cap, len, q->timeout_s)
+          : f->kv.set(f->kv.ctx, full, val, vlen);
+  pthread_mutex_unlock(&f->mu);
+  if (r == 0)
+    return BATON_OK;
+  if (out)
+    snprintf(q->err, q->errlen,
+             "store get \"%s\" through the caller's key-value store: no value within %.1f s "
+             "(its get returned %d)",
+             full, q->timeout_s, r);
+  else
+    snprintf(q->err, q->errlen,
+             "store set \"%s\" through the caller's key-value store: its set returned %d", full, r);
+  return out ? BATON_ETIMEDOUT : BATON_ESYS;
+}
+
 int baton__store_set(baton__store_t *st, const char *key, const void *val, size_t len, char *err,
                      size_t errlen) {
   req_t q = {st, "set", key, st ? st->timeout_s : 0, 0, err, errlen};
@@ -216,6 +264,8 @@ int baton__store_set(baton__store_t *st, const char *key, const void *val, size_
   int rc = check_key(&q, val, len, BATON__STORE_VAL_MAX);
   if (rc != BATON_OK)
     return rc;
+  if (st->kv)
+    return kv_request(&q, val, len, NULL, 0, NULL);
   q.deadline = baton__now() + q.timeout_s;
   return request(&q, BATON__OP_SET, val, (uint32_t)len, BATON__OP_SET_OK, &rh);
 }
@@ -226,6 +276,13 @@ int baton__store_get(baton__store_t *st, const char *key, void *val, size_t cap,
   uint8_t scratch[4096];
   baton__store_hdr_t rh;
   int rc = check_key(&q, val, cap, SIZE_MAX);
+  if (rc == BATON_OK && st->kv) {
+    size_t got = 0;
+    rc = kv_request(&q, NULL, 0, val, cap, &got);
+    if (rc == BATON_OK && len)
+      *len = got;
+    return rc;
+  }
   if (rc != BATON_OK ||
       (rc = request(&q, BATON__OP_GET, NULL, 0, BATON__OP_GET_VAL, &rh)) != BATON_OK)
     return rc;
@@ -323,6 +380,52 @@ fail_auth:
   return rc;
 }
 
+/* The nth baton_comm_init_kv of one ctx in this process keys its
+ * communicator under "baton.n/", so that several may share one store. */
+static unsigned kv_serial(void *ctx) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static struct {
+    void *ctx;
+    unsigned n;
+  } seen[64];
+  static unsigned nseen, overflow;
+  unsigned n = 0, i;
+  pthread_mutex_lock(&mu);
+  for (i = 0; i < nseen && seen[i].ctx != ctx; i++)
+    ;
+  if (i < nseen)
+    n = ++seen[i].n;
+  else if (nseen < 64)
+    seen[nseen].ctx = ctx, seen[nseen++].n = 0;
+  else /* past 64 stores: numbers from a count of their own, never reused */
+    n = 1000000 + overflow++;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+int baton__store_connect_kv(const baton_kv_t *kv, const char *host, double timeout_s,
+                            baton__store_t **out, char *err, size_t errlen) {
+  baton__store_t *st = calloc(1, sizeof *st);
+  kv_family_t *f = calloc(1, sizeof *f);
+  *out = NULL;
+  if (!st || !f) {
+    free(st), free(f);
+    snprintf(err, errlen, "store: out of memory");
+    return BATON_ENOMEM;
+  }
+  f->kv = *kv;
+  pthread_mutex_init(&f->mu, NULL);
+  atomic_init(&f->refs, 1);
+  snprintf(f->base, sizeof f->base, "baton.%u/", kv_serial(kv->ctx));
+  st->kv = f;
+  st->fd = -1;
+  st->timeout_s = timeout_s;
+  snprintf(st->host, sizeof st->host, "%s", host);
+  snprintf(st->addr, sizeof st->addr, "the caller's key-value store");
+  *out = st;
+  return BATON_OK;
+}
+
 int baton__store_open_child(const baton__store_t *parent, const char *prefix, baton__store_t **out,
                             char *err, size_t errlen) {
   if (strlen(prefix) > BATON__STORE_PREFIX_MAX) {
@@ -330,6 +433,18 @@ int baton__store_open_child(const baton__store_t *parent, const char *prefix, ba
     snprintf(err, errlen, "store: key prefix \"%s\" is longer than %d bytes", prefix,
              BATON__STORE_PREFIX_MAX);
     return BATON_EINVAL;
+  }
+  if (parent->kv) {
+    baton__store_t *st = calloc(1, sizeof *st);
+    *out = st;
+    if (!st) {
+      snprintf(err, errlen, "store: out of memory");
+      return BATON_ENOMEM;
+    }
+    *st = *parent;
+    atomic_fetch_add(&st->kv->refs, 1);
+    snprintf(st->prefix, sizeof st->prefix, "%s", prefix);
+    return BATON_OK;
   }
   int rc = baton__store_connect(parent->host, parent->port, parent->timeout_s, &parent->secret, out,
                                 err, errlen);
@@ -343,7 +458,12 @@ const char *baton__store_host(const baton__store_t *st) { return st->host; }
 void baton__store_close(baton__store_t *st) {
   if (!st)
     return;
-  close(st->fd);
+  if (st->kv && atomic_fetch_sub(&st->kv->refs, 1) == 1) {
+    pthread_mutex_destroy(&st->kv->mu);
+    free(st->kv);
+  }
+  if (st->fd >= 0)
+    close(st->fd);
   free(st);
 }
 

@@ -302,7 +302,8 @@ api_tests() {
 # nested, interleaved, two threads, children outliving their parents) on
 # shared memory, TCP, 2 hosts x 2 ranks and 3 hosts interleaved; a killed
 # rank under a parent and its child; a second communicator from a unique
-# id in a process that has one; the 2 x 2 groups example.
+# id in a process that has one; the 2 x 2 groups example; communicators
+# made through a caller's key-value store (test_kv).
 split_tests() {
   for n in 1 2 3 4 5; do
     run "test_split -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_split"
@@ -313,6 +314,16 @@ split_tests() {
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_split"
   run "test_split -n 5 3 hosts interleaved" 1 "$BUILD/bin/baton-run" -n 5 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0"' "$BUILD/tests/test_split"
+  # Communicators that meet through a caller's key-value store
+  # (baton_comm_init_kv), over a directory of files.
+  run "test_kv --alone" 1 "$BUILD/tests/test_kv" --alone
+  for n in 1 2 3 4; do
+    run "test_kv -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_kv"
+  done
+  run "test_kv -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp "$BUILD/bin/baton-run" -n 3 \
+    "$BUILD/tests/test_kv"
+  run "test_kv -n 4 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
+    sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_kv"
   # A rank that cannot prepare its child (a BATON_TRACE too long for the
   # child's trace name): every rank's split fails at once, naming it.
   run "test_split --one-rank-fails -n 3" 1 "$BUILD/bin/baton-run" -n 3 sh -c '
@@ -603,6 +614,7 @@ if build "make SAN=1" 'asan *' env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
     BATON_NSOCKS=2 "$SAN_BUILD/bin/baton-run" -n 4 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick' "$SAN_BUILD/tests/test_coll"
   run "asan test_calls -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_calls"
+  run "asan test_kv -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_kv"
   run "asan test_nonblocking -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 \
     "$SAN_BUILD/tests/test_nonblocking"
   run "asan test_p2p -n 4 2 hosts x 2 ranks" 1 "$SAN_BUILD/bin/baton-run" -n 4 \
