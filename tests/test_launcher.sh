@@ -53,6 +53,16 @@ a0=$(printf '%s\n' "$out" | sed -n '1s/.* //p')
 a1=$(printf '%s\n' "$out" | sed -n '2s/.* //p')
 expect "same BATON_ADDR for all ranks" "$a0" "$a1"
 
+# torch.distributed's env:// variables; MASTER_PORT is not BATON_ADDR's
+# port, and MASTER_ADDR / MASTER_PORT set by the user are kept.
+out=$(timeout 20 "$R" -n 2 -- sh -c 'echo $RANK/$WORLD_SIZE $LOCAL_RANK/$LOCAL_WORLD_SIZE $MASTER_ADDR:$MASTER_PORT $BATON_ADDR' | sort)
+expect_match "env:// variables" "$out" '^0/2 0/2 127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+'$'\n''1/2 1/2 127\.0\.0\.1:[0-9]+ '
+m0=$(printf '%s\n' "$out" | sed -n '1s/.* \([^ ]*\) [^ ]*$/\1/p')
+b0=$(printf '%s\n' "$out" | sed -n '1s/.* //p')
+[ -n "$m0" ] && [ "$m0" != "$b0" ] && ok || bad "MASTER_PORT should differ from BATON_ADDR's port: $m0 vs $b0"
+out=$(MASTER_ADDR=10.1.2.3 MASTER_PORT=4321 timeout 20 "$R" -n 1 -- sh -c 'echo $MASTER_ADDR:$MASTER_PORT')
+expect "MASTER_ADDR/PORT kept" "$out" "10.1.2.3:4321"
+
 out=$(timeout 20 "$R" -n 2 --tag-output sh -c 'printf "no newline"; echo oops >&2' 2>"$tmp/err" | sort)
 expect "partial lines at EOF" "$out" "$(printf '[0] no newline\n[1] no newline')"
 expect "stderr is tagged" "$(sort "$tmp/err")" "$(printf '[0] oops\n[1] oops')"

@@ -8,8 +8,11 @@
  * and BATON_ADDR=127.0.0.1:PORT, where PORT was free a moment before the
  * ranks start; rank 0 serves the rendezvous store there. Unless BATON_SECRET
  * is already set, the launcher makes a fresh random one for the job, so that
- * only its own ranks can join. The launcher holds no collective logic and
- * uses no library code.
+ * only its own ranks can join. For torch.distributed's env:// it also sets
+ * RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, and MASTER_ADDR (host
+ * 0's address) with MASTER_PORT (another port that was free) unless they
+ * are set already. The launcher holds no collective logic and uses no
+ * library code.
  *
  * The second form spreads the ranks over hosts: rank r runs on host r / P
  * through the command prefix CMD with %h replaced by the host's index (for
@@ -101,7 +104,10 @@ static void usage(FILE *f) {
           "  --help         this text\n"
           "Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE\n"
           "and BATON_ADDR=127.0.0.1:PORT in its environment, and BATON_SECRET, a fresh\n"
-          "random secret for the job unless BATON_SECRET is set already.\n",
+          "random secret for the job unless BATON_SECRET is set already. For\n"
+          "torch.distributed's env:// it also gets RANK, WORLD_SIZE, LOCAL_RANK,\n"
+          "LOCAL_WORLD_SIZE, and MASTER_ADDR and MASTER_PORT (a second free port)\n"
+          "unless those two are set already.\n",
           MAX_RANKS);
 }
 
@@ -247,12 +253,39 @@ static const char *first_program(const job_t *job, char *buf, size_t len) {
   return buf;
 }
 
-/* In the child: the host-local rank and size. */
+/* In the child: the host-local rank and size, in baton's names and in
+ * torchrun's (env://). */
 static void set_local_env(const job_t *job, int rank) {
   int ppn = job->hosts.ppn ? job->hosts.ppn : job->n;
   int first = rank / ppn * ppn;
-  set_env_int("BATON_LOCAL_RANK", rank - first);
-  set_env_int("BATON_LOCAL_SIZE", job->n - first < ppn ? job->n - first : ppn);
+  int local = rank - first, nlocal = job->n - first < ppn ? job->n - first : ppn;
+  set_env_int("BATON_LOCAL_RANK", local);
+  set_env_int("BATON_LOCAL_SIZE", nlocal);
+  set_env_int("RANK", rank);
+  set_env_int("WORLD_SIZE", job->n);
+  set_env_int("LOCAL_RANK", local);
+  set_env_int("LOCAL_WORLD_SIZE", nlocal);
+}
+
+/* MASTER_ADDR and MASTER_PORT for env://, unless the user set them: the
+ * host of addr, and a port other than addr's, where torch.distributed's
+ * store can listen beside baton's. */
+static void set_master_env(const hosts_t *h, const char *addr) {
+  char host[256], port[16];
+  const char *colon = strrchr(addr, ':');
+  size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+  if (addr[0] == '[' && n >= 2) /* [v6]:port */
+    addr++, n -= 2;
+  snprintf(host, sizeof host, "%.*s", (int)n, addr);
+  if (!getenv("MASTER_ADDR"))
+    setenv("MASTER_ADDR", host, 1);
+  if (!getenv("MASTER_PORT")) {
+    int p, baton_port = colon ? atoi(colon + 1) : 0;
+    while ((p = pick_port(h->addr != NULL)) == baton_port)
+      ;
+    snprintf(port, sizeof port, "%d", p);
+    setenv("MASTER_PORT", port, 1);
+  }
 }
 
 /* In the child: execs the program, through --host-cmd when given, with
@@ -589,6 +622,7 @@ int main(int argc, char **argv) {
   parse_args(argc, argv, &job);
   setup(&job);
   make_addr(&job.hosts, addr, sizeof addr);
+  set_master_env(&job.hosts, addr);
   make_secret();
   for (int r = 0; r < job.n; r++) {
     int e = spawn(&job, r, addr);
