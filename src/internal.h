@@ -132,6 +132,13 @@ uint16_t baton__float_to_half(float f); /* round to nearest even */
 float baton__bf16_to_float(uint16_t h);
 uint16_t baton__float_to_bf16(float f); /* round to nearest even */
 
+/* ----------------------------------------------------------------- wake.c */
+
+/* What waking a thread asleep on a futex costs here (the 90th percentile of
+ * a few handoffs between two threads), measured on the first call; 0 with
+ * one usable core. */
+double baton__wake_cost_s(void);
+
 /* ---------------------------------------------------------------- store.c */
 
 /* The rendezvous store: a small key-value store that rank 0 serves over TCP

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -47,8 +48,9 @@ static const param_row_t rows[] = {
      "pipeline unit: each chunk moves in segments of at most this many bytes"},
     {"BATON_SHM_SLOTS", P_INT, "8", 4, 256, F(shm_slots),
      "segments in flight on each channel, shared-memory and TCP alike"},
-    {"BATON_SPIN_US", P_INT, "20", 0, 1000000, F(spin_us),
-     "shared memory: microseconds a waiter spins before it sleeps on a futex"},
+    {"BATON_SPIN_US", P_INT, "-1", -1, 1000000, F(spin_us),
+     "shared memory: microseconds a waiter spins before it sleeps on a futex; -1: twice "
+     "what a wake-up costs here, measured once per process (20 to 1000)"},
     {"BATON_FLAT_BYTES", P_BYTES, "64K", 0, 16 << 20, F(flat_bytes),
      "shared memory: largest per-rank buffer for the flat (one-step) algorithm"},
     {"BATON_STREAM_BYTES", P_BYTES, "16M", 0, 1e18, F(stream_bytes),
@@ -251,6 +253,14 @@ int baton__params_load(baton__params_t *p, char *err, size_t errlen) {
   baton__log_level = p->debug;
   baton__log_subsys = p->debug_subsys;
   baton__log_rank = p->rank;
+  if (p->spin_us < 0) {
+    double wake_us = baton__wake_cost_s() * 1e6;
+    p->spin_us = wake_us < 10 ? 20 : wake_us > 500 ? 1000 : (int)(2 * wake_us + 0.5);
+    static _Atomic int said;
+    if (!atomic_exchange(&said, 1))
+      baton__log_info(ENV, "BATON_SPIN_US is %d: a futex wake-up costs %.1f us here", p->spin_us,
+                      wake_us);
+  }
   for (size_t i = 0; i < nrows; i++) {
     const char *s = getenv(rows[i].name);
     if (s && rows[i].type == P_SECRET)
