@@ -323,14 +323,14 @@ int baton_alltoall(const void *sendbuf, void *recvbuf, size_t count, baton_dtype
  * arrays, an unknown dtype and sendcounts[rank] != recvcounts[rank] are
  * BATON_EINVAL.
  *
- * The blocks travel as point-to-point messages of their own (pairwise:
- * rank r receives from r - k and sends to r + k, for k = 1 .. size-1),
- * straight from sendbuf into recvbuf, with no scratch memory. So
- * alltoallv calls are ordered among themselves, but not with the
- * collectives above: its i-form may complete before an i-call issued
- * earlier, and a rank that calls another collective where its peers call
- * alltoallv fails with BATON_ETIMEDOUT (after BATON_TIMEOUT), not with a
- * mismatch. Failures are those of point-to-point messages (below).
+ * It is a collective like the others, ordered with them: the pairwise
+ * exchange of alltoall (rank r sends to r + k and receives from r - k, for
+ * k = 1 .. size-1), every block straight from sendbuf into recvbuf, with no
+ * scratch memory but in place. Each block's message carries the counts its
+ * sender has for that pair, so a mismatched pair is found by the receiver
+ * of either block and fails the communicator, as a mismatched collective
+ * does; a rank that calls another collective where its peers call
+ * alltoallv is BATON_EMISMATCH too.
  */
 int baton_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
                     void *recvbuf, const size_t *recvcounts, const size_t *rdispls,

@@ -187,7 +187,6 @@ void baton__comm_free(baton_comm_t *c) {
   baton__trace_close(c->trace);
   baton__select_free(c);
   baton__p2p_free(c);
-  free(atomic_exchange(&c->a2av_stage, NULL));
   for (int i = 0; i < c->nnet; i++)
     c->net[i].ops->destroy(c->net[i].impl);
   if (c->store)

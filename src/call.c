@@ -34,7 +34,7 @@ static baton__call_t *call_new(baton_comm_t *comm) {
   c->comm = comm;
   c->sched.cap = (int)cap;
   c->sched.steps = calloc(cap, sizeof *c->sched.steps);
-  c->layout_mem = calloc(5 * n, sizeof *c->layout_mem);
+  c->layout_mem = calloc(6 * n, sizeof *c->layout_mem);
   c->last_send = calloc(2 * n, sizeof *c->last_send);
   c->last_recv = c->last_send ? c->last_send + n : NULL;
   c->one_span = calloc(cap, sizeof *c->one_span);
@@ -52,7 +52,8 @@ static baton__call_t *call_new(baton_comm_t *comm) {
                                 .out_off = c->layout_mem + n,
                                 .work_off = c->layout_mem + 2 * n,
                                 .box_off = c->layout_mem + 3 * n,
-                                .len = c->layout_mem + 4 * n};
+                                .len = c->layout_mem + 4 * n,
+                                .in_len = c->layout_mem + 5 * n};
   c->next_all = comm->calls_all;
   comm->calls_all = c;
   return c;
@@ -231,7 +232,9 @@ static int plan(baton__call_t *c) {
                              .root = root,
                              .count = a->count,
                              .counts = a->counts,
-                             .displs = a->displs};
+                             .displs = a->displs,
+                             .send_counts = a->send_counts,
+                             .send_displs = a->send_displs};
   baton__layout_fill(&c->layout, &la);
   if (comm->size == 1)
     return 0;
@@ -248,9 +251,15 @@ static int plan(baton__call_t *c) {
   c->planned.algo = c->algo, c->planned.coll = a->coll, c->planned.count = a->count;
   c->planned.root = root, c->planned.valid = !a->counts;
   c->planned.maxlen = 0;
-  for (int ch = 0; ch < comm->size; ch++)
-    if (c->layout.len[ch] > c->planned.maxlen)
-      c->planned.maxlen = c->layout.len[ch];
+  for (int ch = 0; ch < comm->size; ch++) {
+    size_t most =
+        c->layout.len[ch] > c->layout.in_len[ch] ? c->layout.len[ch] : c->layout.in_len[ch];
+    c->planned.maxlen = most > c->planned.maxlen ? most : c->planned.maxlen;
+  }
+  /* alltoallv runs its first round even with nothing to move: its empty
+   * blocks still go out, to be checked (exec.c). */
+  if (a->coll == BATON__COLL_ALLTOALLV && c->planned.maxlen == 0)
+    c->planned.maxlen = 1;
   c->planned.work_elsize = 0;     /* found again by place() */
   c->planned.prepared_elsize = 0; /* and by baton__exec_prepare */
   find_spans(c);
@@ -287,10 +296,19 @@ static int place(baton__call_t *c) {
   return 0;
 }
 
+/* The call as every rank must see it. alltoallv's count differs between
+ * ranks, so the call carries none; each message carries its block's
+ * (exec.c). */
 static baton__sig_t sig_of(const baton__call_t *c) {
   const baton__call_args_t *a = &c->args;
   if (a->coll == BATON__COLL_BARRIER)
     return (baton__sig_t){.seq = c->seq, .root = -1, .coll = BATON__COLL_BARRIER};
+  if (a->coll == BATON__COLL_ALLTOALLV)
+    return (baton__sig_t){.seq = c->seq,
+                          .root = -1,
+                          .coll = BATON__COLL_ALLTOALLV,
+                          .dtype = (uint8_t)a->dtype,
+                          .algo = (uint8_t)baton__algo_id(c->algo)};
   return (baton__sig_t){.seq = c->seq,
                         .count = a->count,
                         .root = a->root == BATON__NO_ROOT ? -1 : a->root,
@@ -304,15 +322,19 @@ static const baton__algo_t *choose(baton_comm_t *comm, const baton__call_args_t 
   if (a->coll == BATON__COLL_BARRIER)
     return comm->size > 1 ? barrier_algo(comm) : NULL;
   /* baton__select only returns an algorithm that serves the collective
-   * (NULL when none of this build does). */
-  return baton__select(comm, a->coll, a->count, es);
+   * (NULL when none of this build does). alltoallv's count differs between
+   * ranks, which must all choose the same: it is chosen for by its dtype
+   * alone. */
+  return baton__select(comm, a->coll, a->coll == BATON__COLL_ALLTOALLV ? 0 : a->count, es);
 }
 
 int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton__call_t **out) {
   *out = NULL;
   size_t es = baton_dtype_size(args->dtype);
   const baton__algo_t *algo = choose(comm, args, es);
-  if (!algo && comm->size > 1 && args->count > 0) /* before the sequence number moves */
+  /* alltoallv talks to every peer whatever its counts: the peers check them. */
+  int talks = args->count > 0 || args->coll == BATON__COLL_ALLTOALLV;
+  if (!algo && comm->size > 1 && talks) /* before the sequence number moves */
     return baton__fail(comm, BATON_EUSAGE, "%s: no algorithm of this build serves %s", args->name,
                        args->name);
   baton__progress_lock(comm);
@@ -327,7 +349,7 @@ int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton_
   c->state = BATON__CALL_ISSUED;
   c->seq = args->setup ? 0 : ++comm->seq;
   c->sig = sig_of(c);
-  int runs = comm->size > 1 && args->count > 0;
+  int runs = comm->size > 1 && talks;
   c->rendezvous = runs && (algo->traits & BATON__ALGO_MAILBOX) ? ++comm->shm_calls : 0;
   if (comm->host_net) /* the host's other ranks compare it with theirs while they wait */
     comm->host_net->ops->publish(comm->host_net->impl, &c->sig);

@@ -38,11 +38,12 @@ typedef struct {
   void *recvbuf;
   size_t count;
   baton_dtype_t dtype;
-  baton_op_t op;                 /* BATON_OP_COUNT for collectives without one */
-  int root;                      /* BATON__NO_ROOT for collectives without one */
-  const size_t *counts, *displs; /* the v-variants */
-  size_t stage;                  /* bytes of input to copy to scratch first (in-place alltoall) */
-  int setup;                     /* the end-of-init barrier: collective number 0, not counted */
+  baton_op_t op;                           /* BATON_OP_COUNT for collectives without one */
+  int root;                                /* BATON__NO_ROOT for collectives without one */
+  const size_t *counts, *displs;           /* the v-variants (alltoallv: the receiving side's) */
+  const size_t *send_counts, *send_displs; /* alltoallv's sending side */
+  size_t stage; /* bytes of input to copy to scratch first (in-place alltoall) */
+  int setup;    /* the end-of-init barrier: collective number 0, not counted */
 } baton__call_args_t;
 
 typedef struct baton__engine baton__engine_t;
@@ -50,10 +51,9 @@ typedef struct baton__engine baton__engine_t;
 /* A call is what baton.h calls a request. */
 typedef struct baton_request baton__call_t;
 enum { BATON__CALL_ISSUED, BATON__CALL_RUNNING, BATON__CALL_DONE };
-/* A request is a call, a point-to-point message (p2p.c) or the messages
- * of one alltoallv (alltoallv.c): the first field says which, so that
- * baton_wait can tell. */
-enum { BATON__REQ_CALL = 0, BATON__REQ_P2P = 0x70327021, BATON__REQ_GROUP = 0x67727021 };
+/* A request is a call or a point-to-point message (p2p.c): the first field
+ * says which, so that baton_wait can tell. */
+enum { BATON__REQ_CALL = 0, BATON__REQ_P2P = 0x70327021 };
 struct baton_request {
   uint32_t kind; /* BATON__REQ_CALL */
   baton_comm_t *comm;
@@ -78,7 +78,7 @@ struct baton_request {
     size_t prepared_elsize; /* x's rounds and segments were found for it (exec.c) */
     int big;                /* large enough for non-temporal stores */
   } planned;
-  size_t *layout_mem; /* the layout's five arrays */
+  size_t *layout_mem; /* the layout's six arrays */
   char *work;         /* scratch: WORK without an output, then the staged input */
   size_t work_bytes;
   const char *in; /* INPUT: sendbuf, or its staged copy */
@@ -113,6 +113,11 @@ struct baton_request {
     int next;           /* the next step of the round */
     int done;
     int local; /* size 1: the input still to be copied to the output */
+    /* alltoallv: every message is one block whose signature carries the
+     * counts of both ends' blocks, and an empty block still goes out as
+     * an empty segment in the first round, so that both ends check them
+     * (exec.c). */
+    int per_block;
   } x;
   /* BATON_TRACE: per step, the start of its first round and the end of its
    * last (seconds; < 0 when it has not run); NULL when not tracing. */

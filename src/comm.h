@@ -38,7 +38,6 @@ struct baton_comm {
   struct baton_request *live_first, *live_last; /* issued, not finished, in issue order */
   struct baton__engine *engine;                 /* progress.c: NULL until the first i-call */
   struct baton__p2p *p2p;                       /* point-to-point (p2p.c) */
-  _Atomic(struct baton__stage *) a2av_stage;    /* in-place alltoallv's copy, kept (alltoallv.c) */
   _Atomic int busy;                             /* a thread is inside a call on it (coll.c) */
   baton__conn_t **flushers; /* the connections that buffer (TCP), once known (exec.c) */
   int nflushers, flushers_known;

@@ -126,8 +126,10 @@ int baton__comm_check(void *ctx, char *why, size_t whylen) {
   for (int i = 0; !rc && i < c->nnet; i++)
     if (c->nnet > 1 || &c->net[i] == c->host_net)
       rc = c->net[i].ops->check(c->net[i].impl, why, whylen);
-  if (!rc && c->host_net && c->seq > 0)
-    rc = c->host_net->ops->peek(c->host_net->impl, c->shm_calls + 1, &c->sig, why, whylen);
+  if (!rc && c->host_net && c->seq > 0) {
+    baton__sig_t call = baton__sig_call(&c->sig); /* the others publish their calls */
+    rc = c->host_net->ops->peek(c->host_net->impl, c->shm_calls + 1, &call, why, whylen);
+  }
   return rc;
 }
 

@@ -146,6 +146,7 @@ const baton__cost_row_t baton__flat_costs[BATON__COLL_COUNT] = {
 
 const baton__cost_row_t baton__pairwise_costs[BATON__COLL_COUNT] = {
     COST(ALLTOALL, "(N-1)(a + Kb/N)", blocks_direct),
+    COST(ALLTOALLV, "(N-1)(a + Kb/N)", blocks_direct), /* K: the rank's blocks together */
 };
 
 const baton__cost_row_t baton__tree_costs[BATON__COLL_COUNT] = {

@@ -120,10 +120,9 @@ struct p2p_op {
   char *buf;
   size_t count, bytes, moved; /* moved: bytes sent, or landed */
   baton_dtype_t dtype;
-  uint64_t id;      /* the message's number on its lane */
-  const char *coll; /* tag < 0: the collective it is part of ("alltoallv") */
-  double last;      /* when it last moved: what the timeout counts from */
-  char why[320];    /* what failed */
+  uint64_t id;   /* the message's number on its lane */
+  double last;   /* when it last moved: what the timeout counts from */
+  char why[320]; /* what failed */
 };
 
 /* A message that has arrived, whole or in part: waiting for a receive to
@@ -220,16 +219,11 @@ static void op_fail(baton__p2p_t *p, p2p_op_t *op, int rc, const char *fmt, ...)
   op_finish(p, op, rc);
 }
 
-/* "baton_send to rank 3 (tag 5)", or for a message of a collective made of
- * them (tag < 0): "alltoallv's block to rank 3". For messages only. */
+/* "baton_send to rank 3 (tag 5)". For messages only. */
 static const char *label(const p2p_op_t *op) {
   static _Thread_local char buf[96];
-  if (op->tag >= 0)
-    snprintf(buf, sizeof buf, "%s %s rank %d (tag %d)", op->sending ? "baton_send" : "baton_recv",
-             op->sending ? "to" : "from", op->peer, op->tag);
-  else
-    snprintf(buf, sizeof buf, "%s's block %s rank %d", op->coll, op->sending ? "to" : "from",
-             op->peer);
+  snprintf(buf, sizeof buf, "%s %s rank %d (tag %d)", op->sending ? "baton_send" : "baton_recv",
+           op->sending ? "to" : "from", op->peer, op->tag);
   return buf;
 }
 
@@ -861,7 +855,7 @@ static int check_args(baton_comm_t *comm, const char *name, const void *buf, siz
  * message is there); with `async`, the thread is started to move it. NULL
  * when out of memory. The caller holds comm->busy. */
 static p2p_op_t *submit(baton__p2p_t *p, int sending, void *buf, size_t count, baton_dtype_t dtype,
-                        int peer, int tag, const char *coll, int async) {
+                        int peer, int tag, int async) {
   p2p_op_t *op = calloc(1, sizeof *op);
   if (!op)
     return NULL;
@@ -870,7 +864,6 @@ static p2p_op_t *submit(baton__p2p_t *p, int sending, void *buf, size_t count, b
                    .sending = sending,
                    .peer = peer,
                    .tag = tag,
-                   .coll = coll,
                    .state = sending ? S_HDR : R_POSTED,
                    .buf = buf,
                    .count = count,
@@ -909,13 +902,6 @@ static p2p_op_t *submit(baton__p2p_t *p, int sending, void *buf, size_t count, b
   return op;
 }
 
-int baton__p2p_submit(baton_comm_t *comm, int sending, void *buf, size_t count, baton_dtype_t dtype,
-                      int peer, const char *coll, int async, baton_request_t **req) {
-  p2p_op_t *op = submit(comm->p2p, sending, buf, count, dtype, peer, -1, coll, async);
-  *req = (baton_request_t *)op;
-  return op ? BATON_OK : BATON_ENOMEM;
-}
-
 /* Posts a message; with req NULL, waits for it too. */
 static int post(baton_comm_t *comm, int sending, void *buf, size_t count, baton_dtype_t dtype,
                 int peer, int tag, baton_request_t **req) {
@@ -937,7 +923,7 @@ static int post(baton_comm_t *comm, int sending, void *buf, size_t count, baton_
                        "%s: another thread is in a call on this communicator; calls on one "
                        "communicator must come from one thread at a time",
                        name);
-  p2p_op_t *op = submit(p, sending, buf, count, dtype, peer, tag, NULL, req != NULL);
+  p2p_op_t *op = submit(p, sending, buf, count, dtype, peer, tag, req != NULL);
   if (!op) {
     atomic_store(&comm->busy, 0);
     return baton__fail(comm, BATON_ENOMEM, "%s: out of memory", name);
@@ -996,9 +982,9 @@ int baton__p2p_wait(baton_request_t *req) {
   p->waiters--;
   /* Bytes still to leave (a blocking call's last ACK behind a full
    * socket): the thread takes over. Messages in flight are the thread's
-   * only when it runs already (i-forms start it): a blocking alltoallv
-   * waits for its messages one after the other in this thread, and a
-   * thread started between them would only contend with it. */
+   * only when it runs already (i-forms start it): a program of blocking
+   * calls waits for its messages one after the other in this thread, and
+   * a thread started between them would only contend with it. */
   if ((p->pending > 0 || p->dirty || p->owed) && start_thread(p) == 0)
     pthread_cond_signal(&p->work);
   pthread_mutex_unlock(&p->mu);

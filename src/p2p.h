@@ -21,20 +21,8 @@ void baton__p2p_shutdown(baton_comm_t *comm, int rc, const char *msg);
 /* Frees the connections and the state; after baton__p2p_stop. */
 void baton__p2p_free(baton_comm_t *comm);
 
-/* A message of a collective built on the lanes (alltoallv.c), tag -1
- * (messages of one pair and tag match in order, and the ranks make their
- * collectives in one order): a request for baton__p2p_wait, with the
- * thread started when `async`. The caller holds comm->busy and has checked
- * the arguments; BATON_ENOMEM, or OK with *req (perhaps already failed,
- * when point-to-point broke earlier). */
-int baton__p2p_submit(baton_comm_t *comm, int sending, void *buf, size_t count, baton_dtype_t dtype,
-                      int peer, const char *coll, int async, baton_request_t **req);
-
-/* baton_wait and baton_test of a point-to-point request, and of the
- * messages of one alltoallv (alltoallv.c). */
+/* baton_wait and baton_test of a point-to-point request. */
 int baton__p2p_wait(baton_request_t *req);
 int baton__p2p_test(baton_request_t *req, int *done);
-int baton__group_wait(baton_request_t *req);
-int baton__group_test(baton_request_t *req, int *done);
 
 #endif /* BATON_P2P_H */

@@ -177,8 +177,6 @@ int baton_wait(baton_request_t *c) {
     return BATON_EINVAL;
   if (c->kind == BATON__REQ_P2P)
     return baton__p2p_wait(c);
-  if (c->kind == BATON__REQ_GROUP)
-    return baton__group_wait(c);
   baton_comm_t *comm = c->comm;
   if (!comm->engine) { /* a blocking call: this thread runs it */
     baton__exec(c);
@@ -196,8 +194,6 @@ int baton_test(baton_request_t *c, int *done) {
     return BATON_EINVAL;
   if (c->kind == BATON__REQ_P2P)
     return baton__p2p_test(c, done);
-  if (c->kind == BATON__REQ_GROUP)
-    return baton__group_test(c, done);
   baton_comm_t *comm = c->comm;
   if (!comm->engine) {
     *done = 1;

@@ -34,7 +34,7 @@ const baton__kind_info_t baton__kinds[BATON__STEP_KIND_COUNT] = {
 const char *baton__coll_name(baton__coll_t coll) {
   static const char *const names[] = {"allreduce",  "reduce_scatter",  "allgather", "broadcast",
                                       "reduce",     "alltoall",        "gather",    "scatter",
-                                      "allgatherv", "reduce_scatterv", "barrier"};
+                                      "allgatherv", "reduce_scatterv", "barrier",   "alltoallv"};
   _Static_assert(sizeof names / sizeof names[0] == BATON__COLL_COUNT, "a name per collective");
   return (unsigned)coll < BATON__COLL_COUNT ? names[coll] : "?";
 }
@@ -51,13 +51,16 @@ const char *baton__phase_name(baton__phase_t phase) {
  *
  * Each collective says, for INPUT and for the output, where chunk c sits
  * (`at`) and which ranks have it (`who`); WORK's place in scratch and in a
- * mailbox is `work`, and a chunk's length `len`. */
+ * mailbox is `work`, and a chunk's length `len` (in INPUT too, but where
+ * `in_len` says otherwise). */
 typedef enum {
   AT_ZERO,   /* at 0: the rank's whole buffer is the one chunk */
   AT_SPLIT,  /* baton__chunk_off(count, N, c): one buffer cut into N */
   AT_BLOCK,  /* c * count: N blocks of count */
   AT_DISPL,  /* displs[c] */
   AT_PREFIX, /* counts[0] + ... + counts[c-1] */
+  AT_SDISPL, /* send_displs[c] (NULL: c * count) */
+  AT_RDISPL, /* displs[c] (NULL: c * count) */
 } at_t;
 typedef enum {
   WHO_ALL,     /* every rank, every chunk */
@@ -65,13 +68,17 @@ typedef enum {
   WHO_AT_ROOT, /* every chunk, on the root only */
 } who_t;
 typedef enum {
+  LEN_AS_OUT,     /* in_len only: len's (the zero of the rows that do not say) */
   LEN_SPLIT,      /* baton__chunk_len(count, N, c) */
   LEN_COUNT,      /* count */
   LEN_ROOT_CHUNK, /* count for chunk root, 0 for the others */
   LEN_COUNTS,     /* counts[c] */
+  LEN_RCOUNTS,    /* counts[c] (NULL: count) */
+  LEN_SCOUNTS,    /* send_counts[c] (NULL: count); for in_len only */
 } len_t;
 typedef struct {
   uint8_t in_at, in_who, out_at, out_who, work, len;
+  uint8_t in_len; /* LEN_AS_OUT but for alltoallv */
 } layout_row_t;
 
 static const layout_row_t layouts[BATON__COLL_COUNT] = {
@@ -87,6 +94,9 @@ static const layout_row_t layouts[BATON__COLL_COUNT] = {
     [BATON__COLL_REDUCE_SCATTERV] = {AT_PREFIX, WHO_ALL, AT_ZERO, WHO_OWN, AT_PREFIX, LEN_COUNTS},
     /* The barrier's ring: a one-byte allgather. */
     [BATON__COLL_BARRIER] = {AT_ZERO, WHO_OWN, AT_BLOCK, WHO_ALL, AT_BLOCK, LEN_COUNT},
+    /* Every block lands in the output, so WORK is never scratch. */
+    [BATON__COLL_ALLTOALLV] = {AT_SDISPL, WHO_ALL, AT_RDISPL, WHO_ALL, AT_PREFIX, LEN_RCOUNTS,
+                               LEN_SCOUNTS},
 };
 
 static size_t offset(at_t at, const baton__layout_args_t *a, int c, size_t prefix) {
@@ -99,6 +109,10 @@ static size_t offset(at_t at, const baton__layout_args_t *a, int c, size_t prefi
     return a->displs ? a->displs[c] : prefix;
   case AT_PREFIX:
     return prefix;
+  case AT_SDISPL:
+    return a->send_displs ? a->send_displs[c] : (size_t)c * a->count;
+  case AT_RDISPL:
+    return a->displs ? a->displs[c] : (size_t)c * a->count;
   default:
     return 0;
   }
@@ -117,6 +131,10 @@ static size_t length(len_t len, const baton__layout_args_t *a, int c) {
     return c == a->root ? a->count : 0;
   case LEN_COUNTS:
     return a->counts[c];
+  case LEN_RCOUNTS:
+    return a->counts ? a->counts[c] : a->count;
+  case LEN_SCOUNTS:
+    return a->send_counts ? a->send_counts[c] : a->count;
   default:
     return a->count;
   }
@@ -127,6 +145,7 @@ void baton__layout_fill(baton__layout_t *l, const baton__layout_args_t *a) {
   size_t prefix = 0;
   for (int c = 0; c < a->size; c++) {
     l->len[c] = length((len_t)row->len, a, c);
+    l->in_len[c] = row->in_len != LEN_AS_OUT ? length((len_t)row->in_len, a, c) : l->len[c];
     l->in_off[c] =
         has((who_t)row->in_who, a, c) ? offset((at_t)row->in_at, a, c, prefix) : BATON__NO_OUT;
     l->out_off[c] =

@@ -127,6 +127,7 @@ typedef enum {
   BATON__COLL_ALLGATHERV,      /* allgather with a count per rank */
   BATON__COLL_REDUCE_SCATTERV, /* reduce_scatter with a count per rank */
   BATON__COLL_BARRIER,         /* a one-byte ring allgather, or the host's rendezvous */
+  BATON__COLL_ALLTOALLV,       /* alltoall with a count and a place per block */
   BATON__COLL_COUNT
 } baton__coll_t;
 
@@ -184,11 +185,19 @@ typedef struct {
  *    the block it receives from rank c (output): a block moves from INPUT
  *    chunk `to` on one rank to output chunk `from` on the other, so a SEND
  *    names the sender's index and a RECV the receiver's;
+ *  - alltoallv: as alltoall, chunk c at sdispls[c] in INPUT and at
+ *    rdispls[c] in the output; a block's input length (sendcounts[c]) is
+ *    in_len[c] and its output length (recvcounts[c]) len[c];
  *  - scatter: chunk c is rank c's block, all in the root's INPUT;
  *  - broadcast, reduce: one chunk holds the whole buffer, chunk `root`;
  *    the others are empty.
  * Offsets and lengths are in elements. len[c] is the same on every rank, so
- * both ends of a message agree on its pieces; so are work_off[c], a chunk's
+ * both ends of a message agree on its pieces; in_len[c], chunk c's length
+ * in INPUT, is len[c] but for alltoallv, where a send of INPUT chunk `to`
+ * is in_len[to] long on the sender and its receive into output chunk
+ * `from` len[from] on the receiver: the two agree when the counts the
+ * ranks passed do, and the message's signature checks that they do
+ * (exec.c). So are work_off[c], a chunk's
  * place in the call's scratch, and box_off[c], its place in the INPUT of
  * the ranks that have it, which is also its place in their mailbox (a
  * MAILBOX_PUT copies INPUT as it lies). */
@@ -198,16 +207,20 @@ typedef struct {
   size_t *out_off;  /* BATON__NO_OUT: not in this rank's output (WORK is scratch) */
   size_t *work_off; /* in scratch */
   size_t *box_off;  /* in a mailbox */
-  size_t *len;
+  size_t *len;      /* in the output and WORK */
+  size_t *in_len;   /* in INPUT */
 } baton__layout_t;
 
 /* The arguments the layout depends on; counts and displs only for the
- * v-variants (displs may be NULL for reduce_scatterv). */
+ * v-variants (displs may be NULL for reduce_scatterv); send_counts and
+ * send_displs only for alltoallv, whose counts and displs are then the
+ * receiving side's (NULL, both sides: `count` per block, as alltoall). */
 typedef struct {
   baton__coll_t coll;
   int rank, size, root;
   size_t count; /* per-rank count as the public call takes it */
   const size_t *counts, *displs;
+  const size_t *send_counts, *send_displs;
 } baton__layout_args_t;
 
 /* Fills l (arrays of size entries) for the call a describes. */

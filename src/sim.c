@@ -46,6 +46,7 @@ static void promise(const baton__sim_call_t *k, int r, int c, int *from, int *or
     *from = k->root;
     break;
   case BATON__COLL_ALLTOALL:
+  case BATON__COLL_ALLTOALLV:
     *from = c, *origin = r; /* rank c's block for r */
     break;
   default:
@@ -154,12 +155,25 @@ static void layout(baton__sim_t *s) {
   st_t *t = s->st;
   int n = t->n;
   size_t *a = baton__sim_alloc(6 * (size_t)n, sizeof *a), *counts = a + 5 * n;
-  baton__layout_t l = {a, a + n, a + 2 * n, a + 3 * n, t->len};
-  for (int c = 0; c < n; c++) /* the v-variants' counts, when not given: the count cut in N */
-    counts[c] = s->call.counts ? s->call.counts[c] : baton__chunk_len(s->call.count, n, c);
+  baton__layout_t l = {a, a + n, a + 2 * n, a + 3 * n, t->len, a + 4 * n};
+  /* The v-variants' counts, when not given: the count cut in N; alltoallv's,
+   * `count` per block as alltoall's, the same on both ends of every block
+   * (the simulator keeps one length per chunk). */
+  int v = s->call.coll == BATON__COLL_ALLTOALLV;
+  for (int c = 0; c < n; c++)
+    counts[c] = s->call.counts ? s->call.counts[c]
+                : v            ? s->call.count
+                               : baton__chunk_len(s->call.count, n, c);
   for (int r = 0; r < n; r++) {
-    baton__layout_args_t la = {s->call.coll,  r, n, s->call.root, s->call.count, counts,
-                               s->call.displs};
+    baton__layout_args_t la = {s->call.coll,
+                               r,
+                               n,
+                               s->call.root,
+                               s->call.count,
+                               counts,
+                               s->call.displs,
+                               v ? counts : NULL,
+                               v ? s->call.displs : NULL};
     baton__layout_fill(&l, &la);
     t->in_val[r] = baton__sim_new(&t->pool, 0, 1, (int[]){r, r + 1});
     for (int c = 0; c < n; c++) {
@@ -205,7 +219,7 @@ int baton__sim_build(baton__sim_t *s, const baton__sim_call_t *call) {
   size_t cells = (size_t)n * (size_t)n;
   t->work = baton__sim_alloc(cells, sizeof *t->work);
   t->flags = baton__sim_alloc(cells, 1);
-  t->alltoall = call->coll == BATON__COLL_ALLTOALL;
+  t->alltoall = call->coll == BATON__COLL_ALLTOALL || call->coll == BATON__COLL_ALLTOALLV;
   t->origin = t->alltoall ? baton__sim_alloc(cells, sizeof *t->origin) : NULL;
   t->len = baton__sim_alloc((size_t)n, sizeof *t->len);
   t->in_val = baton__sim_alloc((size_t)n, sizeof *t->in_val);

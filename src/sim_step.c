@@ -210,7 +210,7 @@ static int do_recv(baton__sim_t *s, int r, int i, const baton__step_t *st) {
         t->clock[at(t, r, q)] = m->clock[q];
     m->taken = ++t->clock[at(t, r, r)];
   }
-  int ok = m->n == st->n && (s->call.coll == BATON__COLL_ALLTOALL || m->chunk == st->chunk);
+  int ok = m->n == st->n && (s->st->alltoall || m->chunk == st->chunk);
   for (int j = 0; ok && j < st->n; j++)
     ok = t->len[(m->chunk + j) % t->n] == t->len[(st->chunk + j) % t->n];
   if (!ok)

@@ -19,7 +19,10 @@
  *
  * A send names the sender's chunk (the destination's index) and a receive
  * the receiver's chunk (the source's index); both are `count` elements
- * long, so the two ends agree on every piece.
+ * long, so the two ends agree on every piece. alltoallv is the same
+ * schedule on blocks of their own lengths: the send's is the sender's
+ * sendcount and the receive's the receiver's recvcount (schedule.h), which
+ * the message's signature checks against each other (exec.c).
  */
 #include "steps.h"
 
@@ -27,7 +30,7 @@ int baton__pairwise_max_steps(int size) { return 2 * size - 1; }
 
 int baton__pairwise_build(baton__sched_t *s, const baton__build_t *b) {
   int rank = b->rank, size = b->size, pow2 = (size & (size - 1)) == 0;
-  if (b->coll != BATON__COLL_ALLTOALL)
+  if (b->coll != BATON__COLL_ALLTOALL && b->coll != BATON__COLL_ALLTOALLV)
     return -1;
   baton__step_add(s, BATON__STEP_COPY, BATON__PHASE_EXCHANGE, 0, -1, rank, 1, BATON__FROM_INPUT);
   for (int k = 1; k < size; k++) {

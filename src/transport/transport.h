@@ -26,8 +26,8 @@ typedef struct baton__conn baton__conn_t;
  * hanging or mixing data. */
 typedef struct {
   uint64_t seq;   /* collective number on this communicator */
-  uint64_t count; /* the call's count argument */
-  int32_t root;   /* -1 without a root */
+  uint64_t count; /* the call's count argument; alltoallv: a block's count (exec.c) */
+  int32_t root;   /* -1 without a root; alltoallv: of the block the other way */
   uint8_t coll;   /* baton__coll_t */
   uint8_t dtype, op;
   uint8_t algo; /* 1 + the algorithm's row in algo.c's table; 0: none */
@@ -37,6 +37,9 @@ typedef struct {
  * while rank ME called Y" into why and returns BATON_EMISMATCH. */
 int baton__sig_check(const baton__sig_t *mine, const baton__sig_t *theirs, int me, int peer,
                      char *why, size_t whylen);
+/* The call a message's signature belongs to, as every rank has it: the
+ * signature without alltoallv's counts of one block (exec.c). */
+baton__sig_t baton__sig_call(const baton__sig_t *s);
 /* "allreduce #5 (count 100, float32, sum)" */
 void baton__sig_format(const baton__sig_t *s, char *buf, size_t len);
 
