@@ -383,8 +383,9 @@ p2p_tests() {
   for n in 1 2 3 4 5 6; do
     run "examples/p2p_exchange -n $n" 0 "$BUILD/bin/baton-run" -n "$n" "$BUILD/examples/p2p_exchange"
   done
-  # alltoallv, on the same lanes: every dtype, counts per pair, gaps,
-  # in place, the i-form, a mismatch.
+  # alltoallv (a collective on the executor, not on those lanes): every
+  # dtype, counts per pair, gaps, in place, the i-form, a mismatch; with
+  # 256-byte segments, blocks of many rounds beside empty ones.
   for n in 1 2 3 4 5 8; do
     run "test_alltoallv -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_alltoallv"
   done
@@ -400,6 +401,11 @@ p2p_tests() {
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_alltoallv"
   run "test_alltoallv -n 8 3 hosts interleaved" 1 "$BUILD/bin/baton-run" -n 8 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0"' "$BUILD/tests/test_alltoallv"
+  run "test_alltoallv -n 3 $RING_SMALL" 1 env $RING_SMALL "$BUILD/bin/baton-run" -n 3 \
+    "$BUILD/tests/test_alltoallv"
+  run "test_alltoallv -n 4 2 hosts x 2 ranks $RING_SMALL" 1 env $RING_SMALL \
+    "$BUILD/bin/baton-run" -n 4 sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' \
+    "$BUILD/tests/test_alltoallv"
 }
 
 # make test-quick: what a change most often breaks, in under a minute.

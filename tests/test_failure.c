@@ -17,7 +17,12 @@
  *                             with BATON_EREMOTE
  *   test_failure mismatch N   five ways of calling different things on one
  *                             rank; every rank must return BATON_EMISMATCH
- *                             naming both calls
+ *                             naming both calls; then alltoallv where rank
+ *                             0's sendcount for rank N-1 differs from rank
+ *                             N-1's recvcount for rank 0 (and once where
+ *                             one of them is 0): both must return
+ *                             BATON_EMISMATCH naming both counts, the
+ *                             others EMISMATCH or BATON_OK
  *
  * The test starts its own ranks (fork and exec, the unique id passed on
  * the command line), so that a rank can die without the launcher stopping
@@ -38,7 +43,8 @@
 #include "baton.h"
 
 #define NCASES 5
-#define BIG (1 << 20) /* floats: 4 MiB, the ring */
+#define NIDS (NCASES + 2) /* and the two alltoallv cases */
+#define BIG (1 << 20)     /* floats: 4 MiB, the ring */
 
 static int passed, failed, rank, size;
 
@@ -207,6 +213,40 @@ static int mismatched_call(int k, baton_comm_t *comm, float *buf) {
   }
 }
 
+/* alltoallv case k: rank 0 sends rank N-1 (k ? 0 : 3) elements where rank
+ * N-1 expects 7 from it (k ? 7 : 9); every other block is 4. */
+static void run_alltoallv_mismatch(int k, baton_unique_id_t *id) {
+  baton_comm_t *comm = join(id);
+  size_t counts[2][16], displs[2][16];
+  int last = size - 1;
+  for (int q = 0; q < size; q++) {
+    counts[0][q] = counts[1][q] = 4;
+    displs[0][q] = displs[1][q] = (size_t)q * 16;
+  }
+  size_t send = k ? 0 : 3, recv = k ? 7 : 9;
+  if (rank == 0)
+    counts[0][last] = send;
+  if (rank == last)
+    counts[1][0] = recv;
+  int32_t in[16 * 16] = {0}, out[16 * 16];
+  double t0 = now();
+  int rc = baton_alltoallv(in, counts[0], displs[0], out, counts[1], displs[1], BATON_INT32, comm);
+  double took = now() - t0;
+  const char *msg = baton_comm_last_error(comm);
+  char a[32], b[32];
+  snprintf(a, sizeof a, "sends %zu elements", send);
+  snprintf(b, sizeof b, "expects %zu", recv);
+  if (rank == 0 || rank == last)
+    check(rc == BATON_EMISMATCH && strstr(msg, a) && strstr(msg, b) && took < 2.0,
+          "alltoallv mismatch %zu against %zu: %s in %.3f s: %s", send, recv, baton_err_name(rc),
+          took, msg);
+  else
+    check((rc == BATON_EMISMATCH || rc == BATON_OK) && took < 2.0,
+          "alltoallv mismatch %zu against %zu between others: %s in %.3f s", send, recv,
+          baton_err_name(rc), took);
+  baton_comm_destroy(comm);
+}
+
 static void run_mismatch(baton_unique_id_t *ids) {
   float *buf = calloc(BIG, sizeof *buf);
   const char *only = getenv("TEST_CASE");
@@ -229,6 +269,9 @@ static void run_mismatch(baton_unique_id_t *ids) {
     baton_comm_destroy(comm);
   }
   free(buf);
+  for (int k = 0; k < 2; k++)
+    if (!only || atoi(only) == NCASES + k)
+      run_alltoallv_mismatch(k, &ids[NCASES + k]);
 }
 
 /* ------------------------------------------------------------------ main */
@@ -257,8 +300,8 @@ int main(int argc, char **argv) {
   if (argc >= 5 && strcmp(argv[1], "--child") == 0) {
     size = atoi(argv[3]);
     rank = atoi(argv[4]);
-    baton_unique_id_t ids[NCASES];
-    for (int k = 0; k < NCASES && 5 + k < argc; k++)
+    baton_unique_id_t ids[NIDS];
+    for (int k = 0; k < NIDS && 5 + k < argc; k++)
       id_of(argv[5 + k], &ids[k]);
     set_host();
     run(argv[2], ids);
@@ -275,9 +318,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
-  baton_unique_id_t ids[NCASES];
-  char hex[NCASES][2 * sizeof(baton_unique_id_t) + 1], sz[16], rk[16];
-  for (int k = 0; k < NCASES; k++) {
+  baton_unique_id_t ids[NIDS];
+  char hex[NIDS][2 * sizeof(baton_unique_id_t) + 1], sz[16], rk[16];
+  for (int k = 0; k < NIDS; k++) {
     if (baton_get_unique_id(&ids[k]) != BATON_OK) {
       fprintf(stderr, "baton_get_unique_id: %s\n", baton_last_init_error());
       return 1;
@@ -289,9 +332,9 @@ int main(int argc, char **argv) {
   for (int r = 1; r < size; r++) {
     snprintf(rk, sizeof rk, "%d", r);
     if ((kids[r] = fork()) == 0) {
-      _Static_assert(NCASES == 5, "one id argument per case");
+      _Static_assert(NIDS == 7, "one id argument per case");
       execl("/proc/self/exe", argv[0], "--child", argv[1], sz, rk, hex[0], hex[1], hex[2], hex[3],
-            hex[4], (char *)NULL);
+            hex[4], hex[5], hex[6], (char *)NULL);
       _exit(127);
     }
   }
