@@ -1,5 +1,6 @@
 # baton - build, install and test.
-#   make                      library, tools and tests into build/
+#   make                      library, tools and tests into build/, and the PyTorch backend
+#   make torch                the PyTorch backend alone (python/csrc/ -> build/python/baton/)
 #   make test                 the whole test suite (see tests/run.sh)
 #   make test-quick           a subset: under a minute on 2 cores
 #   make test T=PATTERN       the suite's entries named PATTERN... or matching a glob
@@ -155,6 +156,58 @@ install-python:
 	install -d $(PYPKG)
 	install -m 644 python/baton/*.py $(PYPKG)/
 
+# ---------------------------------------------------------------- PyTorch
+# python/csrc/: the extension that makes baton a torch.distributed backend
+# (`import baton.torch` loads it and registers backend "baton"). `make`
+# builds it when PyTorch's C++ headers are installed and $(TORCH_PYTHON)
+# imports torch (Debian: python3-torch libtorch-dev pybind11-dev), and
+# otherwise says in one line why it skips it. python/csrc/flags.py asks that
+# torch for its include directories and ABI once, into $(TORCH_MK) (delete
+# it after changing torch). The extension links libbaton.a and keeps its
+# symbols to itself, so it needs no libbaton.so at run time and sits beside
+# the Python package's files, in the build tree and installed alike. Not
+# with SAN=1 or TSAN=1: Python itself does not load the sanitizers' runtime.
+TORCH_PYTHON ?= /usr/bin/python3
+TORCH_HEADER ?= /usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp
+TORCH_EXT = $(BUILD)/python/baton/_baton_torch.so
+TORCH_MK = $(BUILD)/python/torch.mk
+TORCH_OBJ = $(patsubst python/csrc/%.cpp,$(BUILD)/python/csrc/%.o,$(wildcard python/csrc/*.cpp))
+TORCH_CXXFLAGS_ALL = -std=c++17 -O2 -g -fPIC -fvisibility=hidden -pthread -Wall -Wextra -Werror \
+  -Iinclude $(TORCH_CXXFLAGS) $(CXXFLAGS)
+
+ifeq ($(SAN)$(TSAN),00)
+all: torch
+endif
+
+torch: $(BUILD)/lib/libbaton.a
+	@if [ ! -f $(TORCH_HEADER) ]; then \
+	  echo "baton.torch skipped: no $(TORCH_HEADER) (Debian: apt-get install python3-torch libtorch-dev pybind11-dev)"; \
+	elif [ ! -f $(TORCH_MK) ] && ! why=$$(mkdir -p $(dir $(TORCH_MK)) && $(TORCH_PYTHON) python/csrc/flags.py $(TORCH_MK) 2>&1); then \
+	  echo "baton.torch skipped: $$why"; \
+	else \
+	  $(MAKE) --no-print-directory TORCH_BUILD=1 $(TORCH_EXT); \
+	fi
+
+ifeq ($(TORCH_BUILD),1)
+include $(TORCH_MK)
+
+$(BUILD)/python/csrc/%.o: python/csrc/%.cpp $(wildcard python/csrc/*.hpp) include/baton.h $(TORCH_MK)
+	@mkdir -p $(dir $@)
+	$(CXX) $(TORCH_CXXFLAGS_ALL) -c $< -o $@
+
+$(TORCH_EXT): $(TORCH_OBJ) $(BUILD)/lib/libbaton.a
+	@mkdir -p $(dir $@)
+	$(CXX) -shared -o $@ $(TORCH_OBJ) $(BUILD)/lib/libbaton.a -Wl,--exclude-libs,ALL \
+	  $(LDFLAGS_ALL) $(TORCH_LDFLAGS) -lrt $(LIBS)
+endif
+
+install: install-torch
+install-torch: all
+	@if [ -f $(TORCH_EXT) ]; then \
+	  echo "install -m 755 $(TORCH_EXT) $(PYPKG)/"; \
+	  install -d $(PYPKG) && install -m 755 $(TORCH_EXT) $(PYPKG)/; \
+	fi
+
 # ---------------------------------------------------------------- fuzzing
 # The library again, built by clang with coverage for libFuzzer and with
 # ASan+UBSan; one program per tests/fuzz/fuzz_*.c. A target may include the
@@ -186,4 +239,4 @@ clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
 .PHONY: all test test-quick format check-format check-aarch64 demo compare install install-python \
-  clean fuzz fuzz-run
+  clean fuzz fuzz-run torch install-torch

@@ -1,0 +1,39 @@
+/*
+ * module.cpp - the Python module baton._baton_torch: the creator that
+ * torch.distributed calls for backend "baton" (python/baton/torch.py
+ * registers it with Backend.register_backend).
+ *
+ * PyTorch 1.13 calls a plugin's creator as creator(store, rank, world_size,
+ * timeout), with store the group's PrefixStore and timeout a timedelta, and
+ * takes the ProcessGroup it returns. The store and the group travel as the
+ * classes torch's own module registered with pybind11 (built with the same
+ * pybind11 ABI, which the Makefile takes from torch._C).
+ */
+#include <torch/csrc/utils/pybind.h>
+
+#include <pybind11/chrono.h>
+
+#include "process_group.hpp"
+
+namespace {
+
+c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store> &store,
+                                              int rank, int size,
+                                              std::chrono::duration<float> timeout) {
+  return c10::make_intrusive<baton_torch::ProcessGroupBaton>(store, rank, size, timeout);
+}
+
+} // namespace
+
+PYBIND11_MODULE(_baton_torch, m) {
+  m.doc() = "baton as a torch.distributed backend; import baton.torch to register it";
+  /* The communicator's set-up waits for every rank of the group: without
+   * the GIL, so that the process's other Python threads run meanwhile. */
+  m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("world_size"),
+        py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+        "Makes the baton process group of rank `rank` of `world_size` through `store`.");
+  m.attr("BACKEND_NAME") = "baton";
+  m.attr("BATON_VERSION") =
+      py::str(std::to_string(BATON_VERSION_MAJOR) + "." + std::to_string(BATON_VERSION_MINOR) +
+              "." + std::to_string(BATON_VERSION_PATCH));
+}
