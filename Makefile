@@ -185,11 +185,14 @@ torch: $(BUILD)/lib/libbaton.a
 	elif [ ! -f $(TORCH_MK) ] && ! why=$$(mkdir -p $(dir $(TORCH_MK)) && $(TORCH_PYTHON) python/csrc/flags.py $(TORCH_MK) 2>&1); then \
 	  echo "baton.torch skipped: $$why"; \
 	else \
-	  $(MAKE) --no-print-directory TORCH_BUILD=1 $(TORCH_EXT); \
+	  $(MAKE) --no-print-directory TORCH_BUILD=1 torch-ext; \
 	fi
 
 ifeq ($(TORCH_BUILD),1)
 include $(TORCH_MK)
+
+torch-ext: $(TORCH_EXT)
+	@:
 
 $(BUILD)/python/csrc/%.o: python/csrc/%.cpp $(wildcard python/csrc/*.hpp) include/baton.h $(TORCH_MK)
 	@mkdir -p $(dir $@)
@@ -239,4 +242,4 @@ clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
 .PHONY: all test test-quick format check-format check-aarch64 demo compare install install-python \
-  clean fuzz fuzz-run torch install-torch
+  clean fuzz fuzz-run torch torch-ext install-torch
