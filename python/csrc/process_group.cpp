@@ -118,41 +118,24 @@ static std::ostream &operator<<(std::ostream &os, const Arg &a) {
   return os << "baton " << a.method << ": " << Bare{a};
 }
 
+/* torch's dtypes that baton has, one row each. */
+static const struct {
+  at::ScalarType torch;
+  baton_dtype_t baton;
+} kDtypes[] = {
+    {at::kFloat, BATON_FLOAT32},     {at::kDouble, BATON_FLOAT64}, {at::kHalf, BATON_FLOAT16},
+    {at::kBFloat16, BATON_BFLOAT16}, {at::kChar, BATON_INT8},      {at::kByte, BATON_UINT8},
+    {at::kShort, BATON_INT16},       {at::kInt, BATON_INT32},      {at::kLong, BATON_INT64},
+    {at::kBool, BATON_BOOL},
+};
+
 static bool batonDtype(at::ScalarType t, baton_dtype_t *out) {
-  switch (t) {
-  case at::kFloat:
-    *out = BATON_FLOAT32;
-    return true;
-  case at::kDouble:
-    *out = BATON_FLOAT64;
-    return true;
-  case at::kHalf:
-    *out = BATON_FLOAT16;
-    return true;
-  case at::kBFloat16:
-    *out = BATON_BFLOAT16;
-    return true;
-  case at::kChar:
-    *out = BATON_INT8;
-    return true;
-  case at::kByte:
-    *out = BATON_UINT8;
-    return true;
-  case at::kShort:
-    *out = BATON_INT16;
-    return true;
-  case at::kInt:
-    *out = BATON_INT32;
-    return true;
-  case at::kLong:
-    *out = BATON_INT64;
-    return true;
-  case at::kBool:
-    *out = BATON_BOOL;
-    return true;
-  default:
-    return false;
-  }
+  for (const auto &d : kDtypes)
+    if (d.torch == t) {
+      *out = d.baton;
+      return true;
+    }
+  return false;
 }
 
 /* A tensor baton may read and write where it lies; its baton dtype. */
