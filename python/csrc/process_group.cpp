@@ -958,8 +958,7 @@ static void splitCounts(const char *m, const char *name, const at::Tensor &t,
 
 /* Without split sizes every rank's share is equal: baton_ialltoall. With
  * them (on any rank: so every rank must pass them or none),
- * baton_ialltoallv, whose messages complete in any order. Both straight
- * between the caller's tensors. */
+ * baton_ialltoallv. Both straight between the caller's tensors. */
 c10::intrusive_ptr<c10d::Work> ProcessGroupBaton::alltoall_base(
     at::Tensor &output, at::Tensor &input, std::vector<int64_t> &outputSplitSizes,
     std::vector<int64_t> &inputSplitSizes, const c10d::AllToAllOptions &opts) {
@@ -979,7 +978,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBaton::alltoall_base(
       return baton_ialltoall(input.data_ptr(), output.data_ptr(), n, dt, comm_, r);
     });
   }
-  auto w = work(OpType::ALLTOALL_BASE, m, Order::kAny, {input}, {output}, opts.timeout);
+  auto w = work(OpType::ALLTOALL_BASE, m, Order::kIssue, {input}, {output}, opts.timeout);
   w->counts.resize(4 * static_cast<size_t>(size_));
   size_t *sc = w->counts.data(), *sd = sc + size_, *rc = sd + size_, *rd = rc + size_;
   splitCounts(m, "input", input, inputSplitSizes, size_, sc, sd);
@@ -1000,7 +999,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBaton::alltoall(std::vector<at::Tenso
   const char *m = "alltoall";
   checkCount(m, "input_tensor_list", inputs.size(), size_);
   checkCount(m, "output_tensor_list", outputs.size(), size_);
-  auto w = work(OpType::ALLTOALL, m, Order::kAny, inputs, outputs, opts.timeout);
+  auto w = work(OpType::ALLTOALL, m, Order::kIssue, inputs, outputs, opts.timeout);
   w->counts.resize(4 * static_cast<size_t>(size_));
   size_t *sc = w->counts.data(), *sd = sc + size_, *rc = sd + size_, *rd = rc + size_;
   size_t sent = 0, received = 0;

@@ -42,8 +42,9 @@ class ProcessGroupBaton;
 /* How a work's request completes relative to the others of its group:
  * baton completes the collectives of one communicator in the order they
  * were issued, so one thread may wait for them one after the other without
- * ever holding a later one up; point-to-point messages and alltoallv
- * complete in any order, so their completer polls them all instead. */
+ * ever holding a later one up (alltoallv included: it is one of them);
+ * point-to-point messages complete in any order, so their completer polls
+ * them all instead. */
 enum class Order { kIssue, kAny };
 
 class WorkBaton : public c10d::Work {
