@@ -973,6 +973,18 @@ static int retire(p2p_op_t *op) {
   return rc;
 }
 
+/* After a caller's pass: bytes still to leave (an ACK this rank owes, a
+ * blocking call's last ACK behind a full socket) or messages in flight
+ * become the thread's, which is woken for them. Messages in flight are the
+ * thread's only when it runs already (i-forms start it): a program of
+ * blocking calls waits for its messages one after the other in this
+ * thread, and a thread started between them would only contend with it.
+ * Called with p->mu held. */
+static void hand_over(baton__p2p_t *p) {
+  if ((p->pending > 0 || p->dirty || p->owed) && start_thread(p) == 0)
+    pthread_cond_signal(&p->work);
+}
+
 int baton__p2p_wait(baton_request_t *req) {
   p2p_op_t *op = (p2p_op_t *)req;
   baton__p2p_t *p = op->comm->p2p;
@@ -980,13 +992,7 @@ int baton__p2p_wait(baton_request_t *req) {
   p->waiters++;
   drive(p, op);
   p->waiters--;
-  /* Bytes still to leave (a blocking call's last ACK behind a full
-   * socket): the thread takes over. Messages in flight are the thread's
-   * only when it runs already (i-forms start it): a program of blocking
-   * calls waits for its messages one after the other in this thread, and
-   * a thread started between them would only contend with it. */
-  if ((p->pending > 0 || p->dirty || p->owed) && start_thread(p) == 0)
-    pthread_cond_signal(&p->work);
+  hand_over(p);
   pthread_mutex_unlock(&p->mu);
   return retire(op);
 }
@@ -998,6 +1004,9 @@ int baton__p2p_test(baton_request_t *req, int *done) {
   if (op->state != OP_DONE)
     pass(p, 0, baton__now());
   *done = op->state == OP_DONE;
+  /* A pass here may have matched a message whose ACK is still owed: left
+   * to nobody, the sender would wait for it forever. */
+  hand_over(p);
   pthread_mutex_unlock(&p->mu);
   return *done ? retire(op) : BATON_OK;
 }
