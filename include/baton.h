@@ -166,8 +166,9 @@ int baton_comm_init_rank(baton_comm_t **comm, int size, const baton_unique_id_t 
  * call at a time through one kv (a communicator and those split from it),
  * so the store need not be thread-safe. Keys are at most 255 bytes and
  * values at most 1 MiB. Every key begins with "baton.<n>/", n counting the
- * communicators made on this ctx in this process, so several communicators
- * may share one store as long as every rank makes them in the same order.
+ * communicators made on this ctx (the pointer) in this process, so several
+ * communicators may share one store as long as every rank makes them in
+ * the same order; a ctx pointer must not be reused for another store.
  *
  * timeout_s bounds every wait of the communicator (set-up, collectives,
  * point-to-point) as BATON_TIMEOUT does; 0 means BATON_TIMEOUT's value.

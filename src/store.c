@@ -381,24 +381,35 @@ fail_auth:
 }
 
 /* The nth baton_comm_init_kv of one ctx in this process keys its
- * communicator under "baton.n/", so that several may share one store. */
+ * communicator under "baton.n/", so that several may share one store. The
+ * table of ctxs grows as needed: numbers must agree across ranks however
+ * many stores a process has used. */
 static unsigned kv_serial(void *ctx) {
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  static struct {
+  static struct seen {
     void *ctx;
     unsigned n;
-  } seen[64];
-  static unsigned nseen, overflow;
-  unsigned n = 0, i;
+  } * seen;
+  static size_t nseen, cap;
+  unsigned n = 0;
+  size_t i;
   pthread_mutex_lock(&mu);
   for (i = 0; i < nseen && seen[i].ctx != ctx; i++)
     ;
-  if (i < nseen)
+  if (i < nseen) {
     n = ++seen[i].n;
-  else if (nseen < 64)
+  } else {
+    if (nseen == cap) {
+      size_t grown = cap ? 2 * cap : 16;
+      struct seen *more = realloc(seen, grown * sizeof *seen);
+      if (!more) {
+        pthread_mutex_unlock(&mu);
+        return UINT32_MAX; /* out of memory: the caller says so */
+      }
+      seen = more, cap = grown;
+    }
     seen[nseen].ctx = ctx, seen[nseen++].n = 0;
-  else /* past 64 stores: numbers from a count of their own, never reused */
-    n = 1000000 + overflow++;
+  }
   pthread_mutex_unlock(&mu);
   return n;
 }
@@ -413,10 +424,16 @@ int baton__store_connect_kv(const baton_kv_t *kv, const char *host, double timeo
     snprintf(err, errlen, "store: out of memory");
     return BATON_ENOMEM;
   }
+  unsigned serial = kv_serial(kv->ctx);
+  if (serial == UINT32_MAX) {
+    free(st), free(f);
+    snprintf(err, errlen, "store: out of memory");
+    return BATON_ENOMEM;
+  }
   f->kv = *kv;
   pthread_mutex_init(&f->mu, NULL);
   atomic_init(&f->refs, 1);
-  snprintf(f->base, sizeof f->base, "baton.%u/", kv_serial(kv->ctx));
+  snprintf(f->base, sizeof f->base, "baton.%u/", serial);
   st->kv = f;
   st->fd = -1;
   st->timeout_s = timeout_s;

@@ -265,6 +265,38 @@ int main(int argc, char **argv) {
       tally_record(&t, baton_comm_destroy(b) == BATON_OK);
       tally_record(&t, baton_comm_destroy(a) == BATON_OK);
     }
+    /* Many stores seen by some ranks only (as torch's groups of a few
+     * ranks): the even ranks each make STORES communicators of one, each
+     * on a store of its own; then every rank makes three in turn on one
+     * store. The numbering of a ctx's communicators must agree across
+     * ranks however many stores each has seen before. */
+    enum { STORES = 70 };
+    static dirkv_t many[STORES + 1];
+    int made = 0, want = 3 + (t.rank % 2 ? 0 : STORES);
+    for (int i = 0; i <= STORES; i++) { /* many[STORES]: the one they share */
+      many[i] = d;
+      if (i < STORES)
+        snprintf(many[i].dir, sizeof many[i].dir, "%.200s/r%ds%d", d.dir, t.rank, i);
+      else
+        snprintf(many[i].dir, sizeof many[i].dir, "%.200s/all", d.dir);
+      if (mkdir(many[i].dir, 0700) != 0 && errno != EEXIST)
+        tally_say(&t, "mkdir %s: %s", many[i].dir, strerror(errno));
+    }
+    for (int i = 0; i < STORES + 3; i++) {
+      int alone = i < STORES;
+      if (alone && t.rank % 2)
+        continue;
+      baton_kv_t mkv = kv_of(&many[alone ? i : STORES], 10);
+      baton_comm_t *c = NULL;
+      if (baton_comm_init_kv(&c, alone ? 1 : t.size, alone ? 0 : t.rank, &mkv) == BATON_OK &&
+          baton_barrier(c) == BATON_OK)
+        made++;
+      else
+        tally_say(&t, "communicator %d of the many: %s", i, baton_last_init_error());
+      baton_comm_destroy(c);
+    }
+    if (!tally_record(&t, made == want))
+      tally_say(&t, "made %d of the %d communicators on many stores", made, want);
     /* A store that refuses every set: rank 0 fails on its first key. */
     dirkv_t broken = d;
     broken.fail_sets = 1;
