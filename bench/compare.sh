@@ -387,7 +387,7 @@ for part in $PARTS; do
         skip_lib "$part" all "the emulated cluster needs root"
       else
         "$CLUSTER" with "$h" --rate "$RATE" -- "$ROOT/bench/compare.sh" --in-cluster "$part" "$RAW" \
-          --timeout "$TIMEOUT" -w "$WARMUP" -n "$ITERS" --reps "$REPS" --libs-in "$LIBS" \
+          --timeout "$TIMEOUT" -w "$WARMUP" -n "$ITERS" --reps "$REPS" --libs-in "$LIBS" --coll "$COLL" \
           ${BASELINE:+--baseline "$BASELINE"} \
           $([ "$QUICK" = 1 ] && echo --quick) --min "$MINB" ${MAXB:+--max "$MAXB"} ||
           skip_lib "$part" all "$CLUSTER with $h failed (exit $?)"
