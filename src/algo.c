@@ -71,6 +71,7 @@ int baton__max_steps(int size) {
 static const baton__coll_t variants[][2] = {
     {BATON__COLL_ALLGATHER, BATON__COLL_ALLGATHERV},
     {BATON__COLL_REDUCE_SCATTER, BATON__COLL_REDUCE_SCATTERV},
+    {BATON__COLL_ALLTOALL, BATON__COLL_ALLTOALLV},
 };
 
 const char *baton__algo_colls(const baton__algo_t *algo, char *buf, size_t len) {
