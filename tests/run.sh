@@ -49,7 +49,10 @@
 # at 1 and 2 ranks; test_fault (a peer that dies or stalls); test_hostile
 # (strangers at the store port); test_secret.sh; a 3-second baton-soak; the
 # training example and the Python binding (test_python.py, test_train.py:
-# /usr/bin/python3 with python3-numpy, else skipped); test_install.sh,
+# /usr/bin/python3 with python3-numpy, else skipped); the PyTorch backend
+# (test_torch.py, test_torch_ddp.py, test_torch_cluster.sh and
+# examples/train_torch.py: /usr/bin/python3 with torch and the extension
+# built, else skipped); test_install.sh,
 # test_cmake.sh (find_package(baton) from a CMake project) and
 # test_readme.sh; test_trace and test_viz.sh; test_bench.sh. Then the
 # sanitizer pass: `make SAN=1` builds into build-asan/, and the unit tests,
@@ -570,6 +573,43 @@ for n in 1 2 3 4; do
 done
 run "examples/bucketing.py -n 2" 0 env PYTHONPATH=python "$BUILD/bin/baton-run" -n 2 \
   "$PY" examples/bucketing.py --iters 2
+skip_reason=
+# The PyTorch backend (python/csrc, `import baton.torch`): every call of
+# torch.distributed through baton beside Gloo in one job (test_torch.py at
+# 1..4 ranks, 2 hosts x 2 ranks by BATON_HOSTID, TCP; once with Gloo on both
+# sides, which checks the test itself), DDP against Gloo and a rank killed
+# mid-training (test_torch_ddp.py), the same on emulated hosts (root only),
+# and examples/train_torch.py. Skipped, saying why, when /usr/bin/python3
+# has no torch or the extension is not built.
+if ! "$PY" -c 'import torch' 2>/dev/null; then
+  skip_reason="$PY cannot import torch (apt-get install -y python3-torch libtorch-dev pybind11-dev)"
+elif ! torch_why=$(PYTHONPATH=python "$PY" -c 'import baton.torch' 2>&1); then
+  skip_reason="the extension does not load: $(printf '%s' "$torch_why" | tail -n 1 | cut -c1-200)"
+fi
+for n in 1 2 3 4; do
+  run "test_torch.py -n $n" 1 env PYTHONPATH=python "$BUILD/bin/baton-run" -n "$n" \
+    "$PY" tests/test_torch.py
+done
+run "test_torch.py -n 4 2 hosts x 2 ranks" 1 env PYTHONPATH=python "$BUILD/bin/baton-run" -n 4 \
+  sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" tests/test_torch.py' "$PY"
+run "test_torch.py -n 3 --quick BATON_TRANSPORT=tcp" 1 env PYTHONPATH=python BATON_TRANSPORT=tcp \
+  "$BUILD/bin/baton-run" -n 3 "$PY" tests/test_torch.py --quick
+run "test_torch.py -n 3 --backend gloo" 1 "$BUILD/bin/baton-run" -n 3 "$PY" tests/test_torch.py \
+  --backend gloo
+for n in 1 2 3 4; do
+  run "test_torch_ddp.py -n $n" 1 env PYTHONPATH=python "$BUILD/bin/baton-run" -n "$n" \
+    "$PY" tests/test_torch_ddp.py
+done
+run "test_torch_ddp.py -n 4 2 hosts x 2 ranks" 1 env PYTHONPATH=python "$BUILD/bin/baton-run" -n 4 \
+  sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" tests/test_torch_ddp.py' "$PY"
+for n in 2 4; do
+  run "test_torch_ddp.py kill $n" 1 "$PY" tests/test_torch_ddp.py kill "$n"
+done
+run "test_torch_ddp.py kill 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
+  "$PY" tests/test_torch_ddp.py kill 3
+run "test_torch_cluster.sh" 1 env BUILD="$BUILD" bash tests/test_torch_cluster.sh
+run "examples/train_torch.py -n 2 --check" 0 "$BUILD/bin/baton-run" -n 2 "$PY" \
+  examples/train_torch.py --steps 3 --sizes 256,512,256 --check
 skip_reason=
 # As a user would: install, build against the installed header with
 # pkg-config, run at 1..8 ranks. And the README's knob table is current.
