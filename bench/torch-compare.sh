@@ -14,7 +14,9 @@
 #                over baton and over Gloo at N=2 and N=4 on this host
 #                (alternating, --reps times each, the median step of each
 #                run and the best run kept); the overhead is the step time at
-#                N minus the step time alone
+#                N minus the step time alone. Beside them DDP with a comm
+#                hook that does not communicate (--noop-hook): what bucketing
+#                and N ranks sharing the machine cost without any backend
 #   ddp-cluster4 the same DDP on the 4 emulated hosts (alone: this host)
 # Each collective part runs bench/torch_bench.py under baton-run: allreduce,
 # allgather, reduce_scatter, broadcast and alltoall, --min to --max by
@@ -126,21 +128,27 @@ ddp_alone() {
 }
 ddp_rows=()
 ddp_part() { # ranks where
-  local n=$1 where=$2 i b f tb=() tg=()
+  local n=$1 where=$2 i b f tb=() tg=() tn=() opt
   for ((i = 1; i <= REPS; i++)); do
-    for b in baton gloo; do
+    for b in baton gloo noop; do
       f=$RAW/ddp-$where-n$n.$b.r$i.log
-      say "ddp: $n ranks ($where) over $b, run $i"
+      opt=(--backend "$b")
+      [ "$b" = noop ] && opt=(--backend baton --noop-hook)
+      say "ddp: $n ranks ($where), ${opt[*]}, run $i"
       if [ "$where" = cluster4 ]; then
         "$CLUSTER" with 4 --rate "$RATE" -- env GLOO_SOCKET_IFNAME=eth0 PYTHONPATH=python \
-          "$CLUSTER" launch -n 4 --ppn 1 -- "$PY" "${TRAIN[@]}" --backend "$b" >"$f" 2>&1
+          "$CLUSTER" launch -n 4 --ppn 1 -- "$PY" "${TRAIN[@]}" "${opt[@]}" >"$f" 2>&1
       else
-        "$BATON_RUN" -n "$n" "$PY" "${TRAIN[@]}" --backend "$b" >"$f" 2>&1
-      fi || say "ddp $b at $n ranks failed; see $f"
-      if [ "$b" = baton ]; then tb+=("$(median_step "$f")"); else tg+=("$(median_step "$f")"); fi
+        "$BATON_RUN" -n "$n" "$PY" "${TRAIN[@]}" "${opt[@]}" >"$f" 2>&1
+      fi || say "ddp ${opt[*]} at $n ranks failed; see $f"
+      case $b in
+        baton) tb+=("$(median_step "$f")") ;;
+        gloo) tg+=("$(median_step "$f")") ;;
+        noop) tn+=("$(median_step "$f")") ;;
+      esac
     done
   done
-  ddp_rows+=("{\"ranks\": $n, \"where\": \"$([ "$where" = cluster4 ] && echo "4 emulated hosts" || echo "one host")\", \"baton_s\": $(printf '%s\n' "${tb[@]}" | best_of), \"gloo_s\": $(printf '%s\n' "${tg[@]}" | best_of)}")
+  ddp_rows+=("{\"ranks\": $n, \"where\": \"$([ "$where" = cluster4 ] && echo "4 emulated hosts" || echo "one host")\", \"baton_s\": $(printf '%s\n' "${tb[@]}" | best_of), \"gloo_s\": $(printf '%s\n' "${tg[@]}" | best_of), \"noop_s\": $(printf '%s\n' "${tn[@]}" | best_of)}")
 }
 
 declare -A describe=(
@@ -158,6 +166,8 @@ for part in $PARTS; do
         say "$part failed; see $RAW/$part.log" ;;
     cluster4)
       say "cluster4: 4 emulated hosts at $RATE"
+      command -v iperf3 >/dev/null ||
+        say "no iperf3 (apt-get install -y iperf3): the link's rate is not measured, nor the share of it"
       "$CLUSTER" with 4 --rate "$RATE" -- bash "$0" --budget "$BUDGET" --reps "$REPS" --min "$MINB" \
         --max "$MAXB" --colls "$COLLS" --inside "$RAW" cluster4 >"$RAW/$part.jsonl" 2>"$RAW/$part.log" ||
         say "cluster4 failed; see $RAW/$part.log" ;;

@@ -197,19 +197,29 @@ def report(rawdir, out):
         target = 3.0 if part.startswith("shm") else 1.0
         for c in colls:
             ratio, s = worst[c]
-            verdicts.append("| %s | %s | %.2f at %s | %s |" % (
+            verdicts.append("| %s | %s | %.3f at %s | %s |" % (
                 part, c, ratio, human(s), "met" if ratio >= target else "not met"))
     ddp = meta.get("ddp")
     if ddp:
         lines += ["## DDP: examples/train_torch.py, %s" % ddp["describe"], "",
-                  "| ranks | where | baton step | Gloo step | baton overhead | Gloo overhead "
-                  "| baton / Gloo overhead |", "|---:|---|---:|---:|---:|---:|---:|"]
+                  "The overhead is the step time at N ranks minus one rank's alone. The "
+                  "step without communication is DDP with a comm hook that returns the bucket "
+                  "as it is (`--noop-hook`): bucketing, and N ranks sharing the cores and the "
+                  "memory, with no backend at all; step minus it is what the backend adds.", "",
+                  "| ranks | where | baton step | Gloo step | step without communication "
+                  "| baton overhead | Gloo overhead | baton / Gloo overhead "
+                  "| baton / Gloo, step minus the step without communication |",
+                  "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
         alone = ddp["alone_s"]
         for row in ddp["rows"]:
             ob, og = row["baton_s"] - alone, row["gloo_s"] - alone
-            lines.append("| %d | %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %s |" % (
-                row["ranks"], row["where"], 1e3 * row["baton_s"], 1e3 * row["gloo_s"], 1e3 * ob,
-                1e3 * og, "%.2f" % (ob / og) if og > 0 else "-"))
+            nb, ng = row["baton_s"] - row["noop_s"], row["gloo_s"] - row["noop_s"]
+            lines.append("| %d | %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %s | %s |"
+                         % (row["ranks"], row["where"], 1e3 * row["baton_s"], 1e3 * row["gloo_s"],
+                            1e3 * row["noop_s"], 1e3 * ob, 1e3 * og,
+                            "%.2f" % (ob / og) if og > 0 else "-",
+                            "%.1f / %.1f ms = %.2f" % (1e3 * nb, 1e3 * ng, nb / ng) if ng > 0
+                            else "-"))
             if row["ranks"] == 2 and row["where"] == "one host":
                 verdicts.append("| ddp2 | DDP overhead, baton / Gloo | %.2f | %s |" % (
                     ob / og if og > 0 else float("nan"),

@@ -14,7 +14,10 @@ them), BACKEND being --backend, else $BACKEND, else "baton". Rank 0 prints
 each step's time and at the end the median and mean over the steps after
 the warm-up; --json adds one line of JSON with every step's time
 (bench/torch-compare.sh reads it). --check makes every rank compare its
-parameters with rank 0's at the end (bitwise, as DDP promises).
+parameters with rank 0's at the end (bitwise, as DDP promises). --noop-hook
+replaces DDP's allreduce by a comm hook that returns the bucket as it is:
+the step time of N ranks that share the machine and bucket their gradients
+but do not communicate (bench/torch-compare.sh subtracts it).
 """
 import argparse
 import json
@@ -40,6 +43,9 @@ def parse():
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     ap.add_argument("--alone", action="store_true",
                     help="one process without torch.distributed: the baseline of DDP's overhead")
+    ap.add_argument("--noop-hook", action="store_true",
+                    help="DDP with a comm hook that does not communicate: what DDP and the "
+                    "ranks sharing the machine cost without the allreduce")
     ap.add_argument("--check", action="store_true",
                     help="at the end, every rank's parameters must be rank 0's")
     ap.add_argument("--json", action="store_true", help="print the step times as JSON too")
@@ -86,6 +92,12 @@ def main():
     model = mlp(sizes)
     nparams = sum(p.numel() for p in model.parameters())
     net = model if args.alone else DDP(model)
+    if args.noop_hook and not args.alone:
+        def noop(state, bucket):
+            fut = torch.futures.Future()
+            fut.set_result(bucket.buffer())
+            return fut
+        net.register_comm_hook(None, noop)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr)
     g = torch.Generator()
     g.manual_seed(1 + rank)
@@ -93,7 +105,8 @@ def main():
     y = torch.randn(args.batch, sizes[-1], generator=g)
     if rank == 0:
         print("%s, %d rank%s, %.1fM parameters, batch %d per rank, %d thread%s per rank" % (
-            "alone (no torch.distributed)" if args.alone else "backend " + args.backend, world,
+            "alone (no torch.distributed)" if args.alone else "backend " + args.backend +
+            (", no communication (--noop-hook)" if args.noop_hook else ""), world,
             "s" * (world != 1), nparams / 1e6, args.batch, args.threads,
             "s" * (args.threads != 1)), flush=True)
 
@@ -114,7 +127,8 @@ def main():
             1e3 * statistics.median(timed), 1e3 * statistics.mean(timed),
             len(times) - len(timed), len(times) - 1), flush=True)
         if args.json:
-            print("JSON " + json.dumps({"backend": "alone" if args.alone else args.backend,
+            print("JSON " + json.dumps({"backend": "alone" if args.alone else "noop-hook"
+                                        if args.noop_hook else args.backend,
                                         "ranks": world, "params": nparams, "batch": args.batch,
                                         "step_s": times, "warmup": args.warmup}), flush=True)
     status = 0
