@@ -36,7 +36,8 @@
 #                  of each DDP run (default 1)
 #   --steps S      DDP steps per run, the first 2 left out (default 8)
 #   --rate RATE    link rate of the emulated hosts (default 1gbit)
-#   --colls LIST   collectives, comma-separated (default all five)
+#   --colls LIST   collectives, comma-separated (default all five;
+#                  allgather_base: baton's _all_gather_base beside Gloo's list)
 #   --out DIR      where the report goes (default bench/results)
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -19,7 +19,9 @@ Sizes are those of nccl-tests: the whole buffer of the call (allgather's
 output, reduce_scatter's input, alltoall's buffer), float32, so a rank's
 share is size / N. Gloo 1.13 has no reduce_scatter: its column is the
 all_reduce of the whole input, which is what a Gloo user calls instead
-(the rank's share is then a view of it).
+(the rank's share is then a view of it). --colls allgather_base (not in the
+default list) times baton's _all_gather_base beside Gloo's all_gather of a
+list (Gloo has no _allgather_base).
 """
 import argparse
 import datetime
@@ -29,8 +31,13 @@ import sys
 import time
 
 COLLS = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"]
+# Not in the default list: allgather_base is baton's _all_gather_base (one
+# output tensor, no staging) beside Gloo's all_gather of a list, since Gloo
+# 1.13 has no _allgather_base.
+EXTRA = ["allgather_base"]
 # busbw = algbw * factor(N), as nccl-tests defines it.
 FACTORS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
+           "allgather_base": lambda n: (n - 1) / n,
            "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0,
            "alltoall": lambda n: (n - 1) / n}
 
@@ -77,6 +84,12 @@ def measure(args):
         if coll == "allgather":
             x, outs = torch.ones(share), [torch.empty(share) for _ in range(n)]
             return lambda: dist.all_gather(outs, x, group=g)
+        if coll == "allgather_base":
+            x, out = torch.ones(share), torch.empty(share * n)
+            if backend == "gloo":  # Gloo 1.13 has no _allgather_base
+                outs = [torch.empty(share) for _ in range(n)]
+                return lambda: dist.all_gather(outs, x, group=g)
+            return lambda: dist._all_gather_base(out, x, group=g)
         if coll == "reduce_scatter":
             x, out = torch.ones(share * n), torch.empty(share)
             if backend == "gloo":  # Gloo 1.13 has no reduce_scatter of any form
@@ -161,7 +174,7 @@ def report(rawdir, out):
             continue
         n = rows[0]["ranks"]
         lines += ["## %s: %d ranks, %s" % (part, n, meta["describe"][part]), ""]
-        colls = [c for c in COLLS if any(r["coll"] == c for r in rows)]
+        colls = [c for c in COLLS + EXTRA if any(r["coll"] == c for r in rows)]
         sizes = sorted({r["bytes"] for r in rows})
         t = {(r["coll"], r["bytes"], r["backend"]): r for r in rows}
         head = "| size |" + "|".join(" %s baton | Gloo | Gloo/baton " % c for c in colls) + "|"
