@@ -762,19 +762,23 @@ ProcessGroupBaton::allgather_coalesced(std::vector<std::vector<at::Tensor>> &out
                                        std::vector<at::Tensor> &inputs,
                                        const c10d::AllgatherOptions &opts) {
   const char *m = "allgather_coalesced";
-  TORCH_CHECK(outputs.size() == inputs.size(), "baton allgather_coalesced: output_lists holds ",
-              outputs.size(), " lists for ", inputs.size(), " input tensors; it needs one each");
+  /* torch's layout: output_lists[r][i] is rank r's input i. */
+  checkCount(m, "output_lists", outputs.size(), size_);
   size_t block = 0;
   std::vector<at::Tensor> flat_outs;
   for (size_t i = 0; i < inputs.size(); i++) {
     checkTensor({m, "input_list", (int64_t)i}, inputs[i]);
-    checkCount(m, c10::str("output_lists[", i, "]").c_str(), outputs[i].size(), size_);
-    for (size_t j = 0; j < outputs[i].size(); j++) {
-      checkLike({m, "output_lists", (int64_t)i, (int64_t)j}, outputs[i][j],
-                {m, "input_list", (int64_t)i}, inputs[i], inputs[i].numel());
-      flat_outs.push_back(outputs[i][j]);
-    }
     block += inputs[i].nbytes();
+  }
+  for (size_t r = 0; r < outputs.size(); r++) {
+    TORCH_CHECK(outputs[r].size() == inputs.size(), "baton allgather_coalesced: output_lists[", r,
+                "] holds ", outputs[r].size(), " tensors for ", inputs.size(),
+                " input tensors; it needs one each");
+    for (size_t i = 0; i < inputs.size(); i++) {
+      checkLike({m, "output_lists", (int64_t)r, (int64_t)i}, outputs[r][i],
+                {m, "input_list", (int64_t)i}, inputs[i], inputs[i].numel());
+      flat_outs.push_back(outputs[r][i]);
+    }
   }
   auto w = work(OpType::ALLGATHER_COALESCED, m, Order::kIssue, inputs, flat_outs, opts.timeout);
   at::Tensor flat = stage(block * size_);
@@ -785,8 +789,8 @@ ProcessGroupBaton::allgather_coalesced(std::vector<std::vector<at::Tensor>> &out
   w->copy_out = [outputs, flat, block, n = static_cast<size_t>(size_)] {
     for (size_t j = 0; j < n; j++) {
       const char *q = bytes(flat) + j * block;
-      for (const auto &list : outputs)
-        copyBytes(list[j].data_ptr(), q, list[j].nbytes()), q += list[j].nbytes();
+      for (const auto &t : outputs[j])
+        copyBytes(t.data_ptr(), q, t.nbytes()), q += t.nbytes();
     }
   };
   char *send = bytes(flat) + block * rank_;
