@@ -799,6 +799,26 @@ ProcessGroupBaton::allgather_coalesced(std::vector<std::vector<at::Tensor>> &out
   });
 }
 
+/* gather's outputs and scatter's inputs: one list of size tensors like
+ * `like` on the root, nothing elsewhere. */
+std::vector<at::Tensor> ProcessGroupBaton::rootList(const char *m, const char *name,
+                                                    std::vector<std::vector<at::Tensor>> &lists,
+                                                    int root, const char *likeName,
+                                                    const at::Tensor &like) const {
+  if (rank_ != root) {
+    TORCH_CHECK(lists.empty(), "baton ", m, ": ", name, " must be empty on rank ", rank_,
+                ", which is not the root (", root, ")");
+    return {};
+  }
+  TORCH_CHECK(lists.size() == 1, "baton ", m, ": ", name, " holds ", lists.size(),
+              " lists on the root; baton takes exactly one");
+  std::string first = c10::str(name, "[0]");
+  checkCount(m, first.c_str(), lists[0].size(), size_);
+  for (size_t j = 0; j < lists[0].size(); j++)
+    checkLike({m, name, 0, (int64_t)j}, lists[0][j], {m, likeName, 0}, like, like.numel());
+  return lists[0];
+}
+
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupBaton::gather(std::vector<std::vector<at::Tensor>> &outputs,
                           std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts) {
@@ -807,19 +827,7 @@ ProcessGroupBaton::gather(std::vector<std::vector<at::Tensor>> &outputs,
   baton_dtype_t dt = checkTensor({m, "input_tensors", 0}, in);
   checkRoot(m, opts.rootRank, size_);
   int root = static_cast<int>(opts.rootRank);
-  std::vector<at::Tensor> outs;
-  if (rank_ != root) {
-    TORCH_CHECK(outputs.empty(), "baton gather: output_tensors must be empty on rank ", rank_,
-                ", which is not the root (", root, ")");
-  } else {
-    TORCH_CHECK(outputs.size() == 1, "baton gather: output_tensors holds ", outputs.size(),
-                " lists on the root; baton takes exactly one");
-    outs = outputs[0];
-    checkCount(m, "output_tensors[0]", outs.size(), size_);
-    for (size_t j = 0; j < outs.size(); j++)
-      checkLike({m, "output_tensors", 0, (int64_t)j}, outs[j], {m, "input_tensors", 0}, in,
-                in.numel());
-  }
+  std::vector<at::Tensor> outs = rootList(m, "output_tensors", outputs, root, "input_tensors", in);
   auto w = work(OpType::GATHER, m, Order::kIssue, {in}, outs, opts.timeout);
   size_t block = in.nbytes();
   void *recv = nullptr;
@@ -850,19 +858,7 @@ ProcessGroupBaton::scatter(std::vector<at::Tensor> &outputs,
   baton_dtype_t dt = checkTensor({m, "output_tensors", 0}, out);
   checkRoot(m, opts.rootRank, size_);
   int root = static_cast<int>(opts.rootRank);
-  std::vector<at::Tensor> ins;
-  if (rank_ != root) {
-    TORCH_CHECK(inputs.empty(), "baton scatter: input_tensors must be empty on rank ", rank_,
-                ", which is not the root (", root, ")");
-  } else {
-    TORCH_CHECK(inputs.size() == 1, "baton scatter: input_tensors holds ", inputs.size(),
-                " lists on the root; baton takes exactly one");
-    ins = inputs[0];
-    checkCount(m, "input_tensors[0]", ins.size(), size_);
-    for (size_t j = 0; j < ins.size(); j++)
-      checkLike({m, "input_tensors", 0, (int64_t)j}, ins[j], {m, "output_tensors", 0}, out,
-                out.numel());
-  }
+  std::vector<at::Tensor> ins = rootList(m, "input_tensors", inputs, root, "output_tensors", out);
   auto w = work(OpType::SCATTER, m, Order::kIssue, ins, {out}, opts.timeout);
   size_t block = out.nbytes();
   const void *send = nullptr;

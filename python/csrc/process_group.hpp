@@ -195,6 +195,9 @@ private:
                                       const std::function<int(baton_request_t **)> &call);
   void reap();
   void drain();
+  std::vector<at::Tensor> rootList(const char *m, const char *name,
+                                   std::vector<std::vector<at::Tensor>> &lists, int root,
+                                   const char *likeName, const at::Tensor &like) const;
 
   KvStore *kv_; /* never freed: see KvStore */
   baton_comm_t *comm_ = nullptr;
