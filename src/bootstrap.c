@@ -223,15 +223,21 @@ static void choose_ring(baton_comm_t *c) {
   }
 }
 
+/* n random bytes from /dev/urandom; 0, or -1 when it cannot be read. */
+static int random_bytes(void *p, size_t n) {
+  FILE *f = fopen("/dev/urandom", "rb");
+  int ok = f && fread(p, n, 1, f) == 1;
+  if (f)
+    fclose(f);
+  return ok ? 0 : -1;
+}
+
 static int share_id(baton_comm_t *c, char *err, size_t errlen) {
   size_t len = 0;
   if (c->rank == 0) {
     uint64_t id = 0;
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (!f || fread(&id, sizeof id, 1, f) != 1)
+    if (random_bytes(&id, sizeof id) != 0)
       id = (uint64_t)getpid() << 32 ^ (uint64_t)(baton__now() * 1e9);
-    if (f)
-      fclose(f);
     c->id = id;
     return baton__store_set(c->store, "comm.id", &c->id, sizeof c->id, err, errlen);
   }
@@ -459,11 +465,7 @@ static int kv_secret(baton_comm_t *c, char *err, size_t errlen) {
     return baton__secret_set(&c->secret, c->params.secret, err, errlen);
   if (c->rank == 0) {
     unsigned char raw[16];
-    FILE *f = fopen("/dev/urandom", "rb");
-    int ok = f && fread(raw, sizeof raw, 1, f) == 1;
-    if (f)
-      fclose(f);
-    if (!ok) {
+    if (random_bytes(raw, sizeof raw) != 0) {
       snprintf(err, errlen, "cannot read /dev/urandom for the communicator's secret");
       return BATON_ESYS;
     }
