@@ -318,6 +318,12 @@ static baton__sig_t sig_of(const baton__call_t *c) {
                         .algo = (uint8_t)baton__algo_id(c->algo)};
 }
 
+/* Whether the call exchanges anything: alltoallv talks to every peer
+ * whatever its counts, as the peers check them. */
+static int talks(const baton__call_args_t *a) {
+  return a->count > 0 || a->coll == BATON__COLL_ALLTOALLV;
+}
+
 static const baton__algo_t *choose(baton_comm_t *comm, const baton__call_args_t *a, size_t es) {
   if (a->coll == BATON__COLL_BARRIER)
     return comm->size > 1 ? barrier_algo(comm) : NULL;
@@ -328,49 +334,91 @@ static const baton__algo_t *choose(baton_comm_t *comm, const baton__call_args_t 
   return baton__select(comm, a->coll, a->coll == BATON__COLL_ALLTOALLV ? 0 : a->count, es);
 }
 
-int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton__call_t **out) {
-  *out = NULL;
+/* Whether args ask exactly what c ran last (a training loop's or a
+ * benchmark's run of equal calls): its algorithm (the selection depends
+ * on nothing else), signature but for the number, schedule, layout,
+ * scratch and segments all stay as they are. Not for what places the
+ * input or output anew every call: the v-variants' counts, a staged
+ * input, the barrier's bytes. */
+static int repeats(const baton__call_t *c, const baton__call_args_t *a) {
+  const baton__call_args_t *p = &c->args;
+  return c->repeatable && a->coll == p->coll && a->count == p->count && a->dtype == p->dtype &&
+         a->op == p->op && a->root == p->root && a->sendbuf == p->sendbuf &&
+         a->recvbuf == p->recvbuf && !a->counts && !a->stage && !a->setup;
+}
+
+/* The algorithm, number and signature of a call; 0, or no algorithm. */
+static int number(baton_comm_t *comm, baton__call_t *c, const baton__call_args_t *args, int again) {
+  c->status = BATON_OK;
+  c->state = BATON__CALL_ISSUED;
+  if (again) {
+    c->args.name = args->name;
+    c->sig.seq = c->seq = ++comm->seq;
+    c->rendezvous = c->algo->traits & BATON__ALGO_MAILBOX ? ++comm->shm_calls : 0;
+    return 0;
+  }
   size_t es = baton_dtype_size(args->dtype);
   const baton__algo_t *algo = choose(comm, args, es);
-  /* alltoallv talks to every peer whatever its counts: the peers check them. */
-  int talks = args->count > 0 || args->coll == BATON__COLL_ALLTOALLV;
-  if (!algo && comm->size > 1 && talks) /* before the sequence number moves */
+  if (!algo && comm->size > 1 && talks(args)) /* before the sequence number moves */
     return baton__fail(comm, BATON_EUSAGE, "%s: no algorithm of this build serves %s", args->name,
                        args->name);
-  baton__progress_lock(comm);
-  baton__call_t *c = call_get(comm);
-  baton__progress_unlock(comm);
-  if (!c)
-    return baton__fail(comm, BATON_ENOMEM, "%s: out of memory for the call", args->name);
   c->args = *args;
   c->elsize = es;
   c->algo = algo;
-  c->status = BATON_OK;
-  c->state = BATON__CALL_ISSUED;
   c->seq = args->setup ? 0 : ++comm->seq;
   c->sig = sig_of(c);
-  int runs = comm->size > 1 && talks;
+  int runs = comm->size > 1 && talks(args);
   c->rendezvous = runs && (algo->traits & BATON__ALGO_MAILBOX) ? ++comm->shm_calls : 0;
-  if (comm->host_net) /* the host's other ranks compare it with theirs while they wait */
-    comm->host_net->ops->publish(comm->host_net->impl, &c->sig);
-  int rc = baton__comm_begin(comm, args->name);
-  if (!rc && args->coll != BATON__COLL_BARRIER)
-    baton__log_info(COLL, "%s #%llu: count %zu %s %s, algo %s", args->name,
-                    (unsigned long long)c->seq, args->count, baton_dtype_name(args->dtype),
-                    args->op == BATON_OP_COUNT ? "-" : baton_op_name(args->op),
-                    comm->size == 1 || !algo ? "local" : algo->name);
-  if (!rc && !runs) { /* nothing to send: done when its turn comes (exec.c) */
+  return 0;
+}
+
+/* The layout, schedule, scratch and rounds of a new call; for a repeated
+ * one only the rounds start again. */
+static int lay_out(baton__call_t *c, int again) {
+  const baton__call_args_t *args = &c->args;
+  int rc = 0;
+  if (again) {
+    c->x.round_start = 0;
+    c->x.next = 0;
+    c->x.done = c->sched.nsteps == 0 || c->x.maxlen == 0;
+  } else if (c->comm->size == 1 || !talks(args)) { /* nothing to send: done when its turn comes */
     c->sched.nsteps = 0;
     c->planned.valid = 0;
     c->x = (struct baton__exec_place){.done = 1, .local = args->count > 0};
     if (c->x.local)
       plan(c); /* the layout, for the copy of size 1 */
-  } else if (!rc && !(rc = plan(c)) && !(rc = place(c))) {
+  } else if (!(rc = plan(c)) && !(rc = place(c))) {
     baton__exec_prepare(c);
     c->peers_known = 0;
-    if (c->t0)
-      for (int i = 0; i < c->sched.cap; i++)
-        c->t0[i] = c->t1[i] = -1;
+    c->repeatable = !args->counts && !args->stage && !args->setup &&
+                    args->coll != BATON__COLL_BARRIER && c->planned.valid;
+  }
+  if (!rc && c->t0)
+    for (int i = 0; i < c->sched.cap; i++)
+      c->t0[i] = c->t1[i] = -1;
+  return rc;
+}
+
+int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton__call_t **out) {
+  *out = NULL;
+  baton__progress_lock(comm);
+  baton__call_t *c = call_get(comm);
+  baton__progress_unlock(comm);
+  if (!c)
+    return baton__fail(comm, BATON_ENOMEM, "%s: out of memory for the call", args->name);
+  int again = repeats(c, args);
+  c->repeatable = 0; /* until it is planned again */
+  int rc = number(comm, c, args, again);
+  if (!rc && comm->host_net) /* the host's other ranks compare it with theirs while they wait */
+    comm->host_net->ops->publish(comm->host_net->impl, &c->sig);
+  if (!rc && !(rc = baton__comm_begin(comm, args->name)) && args->coll != BATON__COLL_BARRIER)
+    baton__log_info(COLL, "%s #%llu: count %zu %s %s, algo %s", args->name,
+                    (unsigned long long)c->seq, args->count, baton_dtype_name(args->dtype),
+                    args->op == BATON_OP_COUNT ? "-" : baton_op_name(args->op),
+                    comm->size == 1 || !c->algo ? "local" : c->algo->name);
+  if (!rc) {
+    c->repeatable = again;
+    rc = lay_out(c, again);
   }
   baton__progress_lock(comm);
   if (rc)
@@ -404,6 +452,8 @@ static void trace_end(const baton__call_t *c) {
 
 int baton__call_finish(baton__call_t *c) {
   int rc = c->status;
+  if (rc)
+    c->repeatable = 0;
   if (c->comm->trace && c->sched.nsteps && c->args.coll != BATON__COLL_BARRIER)
     trace_end(c);
   call_put(c);

@@ -100,6 +100,9 @@ struct baton_request {
   size_t *span_elems; /* and its elements */
   int last_mailbox;
   int peers_known;
+  /* The call ran as planned and may be run again as it is by an equal one
+   * (call.c, repeats()). */
+  int repeatable;
   /* The executor's place (exec.c). */
   struct baton__exec_place {
     baton__reduce_fn reduce; /* for reduce_dtype and reduce_op */

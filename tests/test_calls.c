@@ -12,6 +12,10 @@
  * through the communicator's BATON_ALGO table), counts that do not divide
  * evenly, and a pair whose second call finishes first.
  *
+ * Then runs of blocking calls that each differ from the one before in one
+ * argument only (a call equal to the last one reuses its plan, call.c):
+ * every result must be that argument's.
+ *
  *   baton-run -n N test_calls
  */
 #include <math.h>
@@ -174,6 +178,57 @@ static int serves(const baton_comm_t *comm, const baton__algo_t *algo, baton__co
   return !(algo->traits & BATON__ALGO_HOST_LEADERS) || comm->nhosts > 1;
 }
 
+/* Blocking calls on the same buffers, each differing from the one before
+ * in one argument only, each checked against its own definition. */
+static void repeats(tally_t *T) {
+  enum { N = 64 };
+  int32_t a[N], b[N], c[N];
+  const int size = T->size, rank = T->rank;
+  struct {
+    const char *what;
+    int32_t *send, *recv;
+    size_t count;
+    baton_op_t op;
+    int root; /* -1: allreduce, else broadcast from it */
+  } runs[] = {
+      {"allreduce sum", a, b, N, BATON_SUM, -1},
+      {"the same again", a, b, N, BATON_SUM, -1},
+      {"op max", a, b, N, BATON_MAX, -1},
+      {"count 17", a, b, 17, BATON_MAX, -1},
+      {"recvbuf c", a, c, 17, BATON_MAX, -1},
+      {"sendbuf c (in place)", c, c, 17, BATON_MAX, -1},
+      {"sendbuf a again", a, c, 17, BATON_MAX, -1},
+      {"broadcast from 0", a, a, N, BATON_SUM, 0},
+      {"broadcast from the last", a, a, N, BATON_SUM, size - 1},
+      {"the same again", a, a, N, BATON_SUM, size - 1},
+  };
+  for (size_t r = 0; r < sizeof runs / sizeof runs[0] && !T->broken; r++) {
+    for (int i = 0; i < N; i++) {
+      int32_t v = (rank + 1) * 100 + i + (int)r; /* in the input, -7 elsewhere */
+      a[i] = runs[r].send == a ? v : -7;
+      c[i] = runs[r].send == c ? v : -7;
+      b[i] = -7;
+    }
+    int rc = runs[r].root < 0 ? baton_allreduce(runs[r].send, runs[r].recv, runs[r].count,
+                                                BATON_INT32, runs[r].op, T->comm)
+                              : baton_broadcast(runs[r].send, runs[r].recv, runs[r].count,
+                                                BATON_INT32, runs[r].root, T->comm);
+    if (!tally_rc(T, rc, runs[r].what))
+      return;
+    int bad = 0;
+    for (size_t i = 0; i < runs[r].count; i++) {
+      int32_t want = runs[r].root >= 0 ? (runs[r].root + 1) * 100 + (int32_t)i + (int32_t)r
+                     : runs[r].op == BATON_MAX
+                         ? size * 100 + (int32_t)i + (int32_t)r
+                         : size * (size + 1) / 2 * 100 + size * ((int32_t)i + (int32_t)r);
+      bad += runs[r].recv[i] != want;
+    }
+    if (!tally_record(T, bad == 0))
+      tally_say(T, "repeated calls, %s: %d of %zu elements wrong", runs[r].what, bad,
+                runs[r].count);
+  }
+}
+
 int main(void) {
   tally_t T;
   tally_init(&T);
@@ -193,6 +248,8 @@ int main(void) {
       }
   if (!T.broken)
     borrowed_chain(&T);
+  if (!T.broken)
+    repeats(&T);
   /* Somewhere the second call must really have run beside the first. */
   if (!tally_record(&T, T.size == 1 || interleaved > 0))
     tally_say(&T, "no pair ran a step of its second call before its first was done");
