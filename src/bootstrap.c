@@ -71,9 +71,17 @@ static void host_identity(const baton__params_t *p, char *buf, size_t len) {
 static int learn_hosts(baton_comm_t *c, char *err, size_t errlen) {
   char(*ids)[160] = calloc((size_t)c->size, sizeof *ids);
   char key[32];
-  int rc = ids ? 0 : BATON_ENOMEM;
+  int rc = ids ? 0 : BATON_ENOMEM, node = BATON__NO_NODE;
+  if (rc == 0 && c->params.numa[0]) { /* c->node for now, the published values below */
+    rc = baton__numa_parse(c->params.numa, c->size, c->node, err, errlen);
+    node = c->node[c->rank];
+  } else if (rc == 0) {
+    node = baton__numa_node_of_self("/sys/devices/system/node");
+  }
   if (rc == 0) {
-    host_identity(&c->params, ids[c->rank], sizeof ids[0]);
+    host_identity(&c->params, ids[c->rank], sizeof ids[0] - 16);
+    size_t l = strlen(ids[c->rank]);
+    snprintf(ids[c->rank] + l, sizeof ids[0] - l, "\n%d", node);
     snprintf(key, sizeof key, "host.%d", c->rank);
     rc = baton__store_set(c->store, key, ids[c->rank], strlen(ids[c->rank]) + 1, err, errlen);
   }
@@ -83,6 +91,12 @@ static int learn_hosts(baton_comm_t *c, char *err, size_t errlen) {
     rc = baton__store_get(c->store, key, ids[r], sizeof ids[r] - 1, &len, c->params.timeout_s, err,
                           errlen);
     ids[r][len < sizeof ids[r] ? len : sizeof ids[r] - 1] = '\0';
+  }
+  for (int r = 0; r < c->size && rc == 0; r++) { /* the node ends the line */
+    char *last = strrchr(ids[r], '\n');
+    c->node[r] = last ? atoi(last + 1) : BATON__NO_NODE;
+    if (last)
+      *last = '\0';
   }
   for (int r = 0; r < c->size && rc == 0; r++) {
     const char *name = strchr(ids[r], '\n');
@@ -171,12 +185,13 @@ int baton__comm_tables(baton_comm_t *c, char *err, size_t errlen) {
   c->host = calloc(n, sizeof *c->host);
   c->hosts = calloc(n, sizeof *c->hosts);
   c->group = calloc(n, sizeof *c->group);
+  c->node = calloc(n, sizeof *c->node);
   c->to = calloc(n, sizeof *c->to);
   c->from = calloc(n, sizeof *c->from);
   c->flushers = calloc(n, sizeof *c->flushers);
   c->boxes = calloc(2 * n, sizeof *c->boxes);
-  if (!c->order || !c->host || !c->hosts || !c->group || !c->to || !c->from || !c->flushers ||
-      !c->boxes) {
+  if (!c->order || !c->host || !c->hosts || !c->group || !c->node || !c->to || !c->from ||
+      !c->flushers || !c->boxes) {
     snprintf(err, errlen, "out of memory for the tables of %d ranks", c->size);
     return BATON_ENOMEM;
   }
@@ -198,6 +213,7 @@ void baton__comm_free(baton_comm_t *c) {
   free(c->host);
   free(c->hosts);
   free(c->group);
+  free(c->node);
   free(c->to);
   free(c->from);
   free(c->flushers);
@@ -206,19 +222,28 @@ void baton__comm_free(baton_comm_t *c) {
 }
 
 /* The ring visits the ranks of each host consecutively (hosts in order of
- * their lowest rank, ranks ascending inside a host), so it crosses every
- * host boundary once in each direction whatever the rank numbering. */
+ * their lowest rank), and inside a host the ranks of each NUMA node
+ * consecutively (nodes in order of their lowest rank, ranks ascending
+ * inside a node), so it crosses every host boundary, and every node
+ * boundary of a host, once in each direction whatever the numbering. */
 static void choose_ring(baton_comm_t *c) {
   int n = 0;
   c->nhosts = 0;
   for (int g = 0; g < c->size; g++) {
     int any = 0;
-    for (int r = 0; r < c->size; r++)
-      if (c->group[r] == g) {
-        c->order[n++] = r;
-        c->host[r] = c->nhosts;
-        any = 1;
-      }
+    for (int r = 0; r < c->size; r++) {
+      if (c->group[r] != g)
+        continue;
+      int first = 1; /* r is the lowest rank of its node on this host */
+      for (int q = 0; q < r && first; q++)
+        first = c->group[q] != g || c->node[q] != c->node[r];
+      for (int q = r; first && q < c->size; q++)
+        if (c->group[q] == g && c->node[q] == c->node[r]) {
+          c->order[n++] = q;
+          c->host[q] = c->nhosts;
+        }
+      any = 1;
+    }
     c->nhosts += any;
   }
 }
@@ -368,7 +393,10 @@ static void log_ready(const baton_comm_t *c, const char *origin) {
     int r = c->order[i], q = c->order[(i + 1) % c->size];
     int shm = c->group[r] == c->group[q] && strcmp(c->params.transport, "tcp") != 0;
     const char *via = shm ? " =shm=> " : " =tcp=> ";
-    off += (size_t)snprintf(ring + off, sizeof ring - off, "%d(%s)%s", r, c->hosts[r],
+    char node[16] = ""; /* the rank's NUMA node, where it has one */
+    if (c->node[r] != BATON__NO_NODE)
+      snprintf(node, sizeof node, "/n%d", c->node[r]);
+    off += (size_t)snprintf(ring + off, sizeof ring - off, "%d(%s%s)%s", r, c->hosts[r], node,
                             c->size > 1 ? via : "");
   }
   if (c->size > 1 && off < sizeof ring - 16)

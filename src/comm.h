@@ -21,6 +21,7 @@ struct baton_comm {
   uint32_t splits;            /* baton_comm_split calls so far: numbers the children (split.c) */
   char (*hosts)[64];          /* host name of every rank, for people */
   int *group;                 /* per rank: lowest rank sharing its memory */
+  int *node;                  /* per rank: its NUMA node on its host, or BATON__NO_NODE (numa.c) */
   int one_host;               /* every rank shares this rank's memory */
   baton__net_t net[2];        /* the transports in use, reached only through their tables */
   int nnet;                   /* 0 for a single rank */
@@ -81,6 +82,14 @@ int baton__reaches_other_hosts(const baton_comm_t *comm);
 int baton__comm_tables(baton_comm_t *c, char *err, size_t errlen);
 int baton__comm_connect(baton_comm_t *c, const char *origin, char *err, size_t errlen);
 void baton__comm_free(baton_comm_t *c);
+
+/* numa.c: this process's NUMA node, from the CPUs it may run on and the
+ * sysfs directory of nodes (/sys/devices/system/node), or BATON__NO_NODE;
+ * and BATON_NUMA's list ("0-1,2-3": a node per group of ranks, every rank
+ * in one) read into node[size], or BATON_EUSAGE naming what is wrong. */
+#define BATON__NO_NODE (-1)
+int baton__numa_node_of_self(const char *sysfs_nodes);
+int baton__numa_parse(const char *spec, int size, int *node, char *err, size_t errlen);
 
 /* What baton_last_init_error returns (bootstrap.c; uniqueid.c writes it too). */
 extern char baton__init_error[BATON__ERRLEN];

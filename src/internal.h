@@ -69,6 +69,7 @@ typedef struct {
   size_t flat_bytes;         /* BATON_FLAT_BYTES */
   char transport[256];       /* BATON_TRANSPORT: "auto" or "tcp" */
   char hostid[256];          /* BATON_HOSTID, "" when unset */
+  char numa[256];            /* BATON_NUMA, "" when unset */
   char socket_ifname[256];   /* BATON_SOCKET_IFNAME, "" when unset */
   int nsocks;                /* BATON_NSOCKS */
   size_t tcp_segment_bytes;  /* BATON_TCP_SEGMENT_BYTES */

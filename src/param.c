@@ -59,6 +59,8 @@ static const param_row_t rows[] = {
      "auto (shared memory inside a host, TCP between hosts) or tcp (TCP everywhere)"},
     {"BATON_HOSTID", P_STRING, "", 0, 0, F(hostid),
      "host identity; ranks with the same value share memory (default: kernel and netns)"},
+    {"BATON_NUMA", P_STRING, "", 0, 0, F(numa),
+     "ranks that share a NUMA node, e.g. 0-1,2-3 (default: each rank's CPUs, from sysfs)"},
     {"BATON_SOCKET_IFNAME", P_STRING, "", 0, 0, F(socket_ifname),
      "TCP: interface name or prefix (default: the one that routes to BATON_ADDR)"},
     {"BATON_NSOCKS", P_INT, "1", 1, 16, F(nsocks),

@@ -82,9 +82,11 @@ static int adopt_parent(baton_comm_t *c, const baton_comm_t *parent, const int *
   if (rc || (rc = baton__comm_tables(c, err, errlen)) != 0)
     return rc;
   /* Locality is the parent's: group[r] is the lowest child rank that
-   * shares r's memory, as learn_hosts would have found it. */
+   * shares r's memory, as learn_hosts would have found it, and each rank
+   * keeps its NUMA node. */
   for (int r = 0; r < c->size; r++) {
     memcpy(c->hosts[r], parent->hosts[prank[r]], sizeof c->hosts[r]);
+    c->node[r] = parent->node[prank[r]];
     c->group[r] = r;
     for (int q = 0; q < r; q++)
       if (parent->group[prank[q]] == parent->group[prank[r]]) {

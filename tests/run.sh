@@ -30,7 +30,9 @@
 # status is 1 if any failed.
 #
 # The whole suite: the unit tests (test_reduce, test_store, test_auth,
-# test_schedule, test_model, test_select) when present; test_select.sh,
+# test_schedule, test_model, test_select, test_numa) when present;
+# test_numa --ring (the ring visits each NUMA node's ranks together,
+# from sysfs and from BATON_NUMA, one host and two); test_select.sh,
 # test_launcher.sh, test_launcher_hosts.sh and test_launch_env.sh (torchrun,
 # mpirun, Hydra and Slurm variables); test_cluster_net.sh (the emulated
 # cluster; root only); test_coll at 1, 2, 3, 4, 5 and 8 ranks (8
@@ -238,7 +240,7 @@ coll_at() {
 # The entries that the whole suite and --quick share.
 unit_tests() {
   # test_select: the algorithm choice from fixed costs.
-  for unit in test_reduce test_store test_auth test_schedule test_model test_select; do
+  for unit in test_reduce test_store test_auth test_schedule test_model test_select test_numa; do
     if [ -x "$BUILD/tests/$unit" ]; then
       run "$unit" 1 "$BUILD/tests/$unit"
     fi
@@ -295,6 +297,22 @@ calls_tests() {
     "$BUILD/tests/test_calls"
   run "test_calls -n 4 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0"' "$BUILD/tests/test_calls"
+}
+# NUMA nodes inside a host: the ring visits each node's ranks together,
+# with the nodes from sysfs (one node here) and from BATON_NUMA, whose
+# nodes interleave the ranks (so the ring must reorder them), on one host
+# and on two.
+numa_tests() {
+  run "test_numa --ring -n 3" 1 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_numa" --ring
+  run "test_numa --ring -n 4 BATON_NUMA=0+2,1+3" 1 env BATON_NUMA=0+2,1+3 \
+    "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_numa" --ring
+  run "test_numa --ring -n 5 BATON_NUMA=0,1-3,4 2 hosts" 1 env BATON_NUMA=0,1-3,4 \
+    "$BUILD/bin/baton-run" -n 5 sh -c 'BATON_HOSTID=h$((BATON_RANK % 2)) exec "$0" --ring' \
+    "$BUILD/tests/test_numa"
+  run "BATON_NUMA=0-1 -n 3: init fails naming rank 2" 0 sh -c \
+    'out=$(env BATON_NUMA=0-1 "$0" -n 3 "$1" --ring 2>&1); rc=$?; printf "%s\n" "$out"
+     [ $rc -ne 0 ] && printf "%s\n" "$out" | grep -q "BATON_NUMA=\"0-1\" names no node for rank 2"' \
+    "$BUILD/bin/baton-run" "$BUILD/tests/test_numa"
 }
 api_tests() {
   for n in 1 2; do
@@ -528,6 +546,7 @@ run "test_coll -n 5 --quick allreduce hier 3 hosts interleaved" 1 env BATON_ALGO
   sh -c 'BATON_HOSTID=h$((BATON_RANK % 3)) exec "$0" --quick --coll allreduce' "$BUILD/tests/test_coll"
 failure_tests
 calls_tests
+numa_tests
 nonblocking_tests
 split_tests
 p2p_tests
