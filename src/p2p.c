@@ -161,7 +161,7 @@ int baton_irecv(void *buf, size_t count, baton_dtype_t dtype, int peer, int tag,
 static int retire(p2p_op_t *op) {
   int rc = op->status;
   if (rc) {
-    snprintf(op->comm->last_error, sizeof op->comm->last_error, "%s", op->why);
+    baton__set_error(op->comm, "%s", op->why);
     baton__log_warn(COLL, "%s: %s", baton_err_name(rc), op->why);
   }
   free(op);

@@ -131,8 +131,8 @@ int baton__p2p_pull_lane(baton__p2p_t *p, int peer, int deep, double now);
  * fails with rc, the peers are told, and later calls fail at once. */
 void baton__p2p_break(baton__p2p_t *p, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* The communicator's state, seen from here: an abort, or a failure the
- * collectives found. */
+/* The communicator's state, seen from here: an abort, a failure the
+ * collectives found, or one of its parent's (split.c). */
 int baton__p2p_watch(baton__p2p_t *p);
 /* One pass over every lane with work, never waiting. Returns the frames
  * moved (0: nothing could move). Under the lock. */

@@ -88,12 +88,15 @@ int baton__p2p_watch(baton__p2p_t *p) {
     baton__p2p_break(p, BATON_EABORTED, "baton_comm_abort was called on rank %d", comm->rank);
     return BATON_EABORTED;
   }
-  int rc = __atomic_load_n(&comm->fatal_rc, __ATOMIC_ACQUIRE);
+  int rc = atomic_load_explicit(&comm->fatal_rc, memory_order_acquire);
   if (rc) {
     baton__p2p_break(p, rc, "the communicator failed: %.400s", comm->fatal_msg);
     return rc;
   }
-  return 0;
+  char why[BATON__ERRLEN];
+  if (comm->from_split && (rc = baton__family_check(comm, why, sizeof why)) != 0)
+    baton__p2p_break(p, rc, "%s", why);
+  return rc;
 }
 
 /* Gives up on ops that have waited past BATON_TIMEOUT. */
