@@ -221,11 +221,11 @@ int baton_comm_destroy(baton_comm_t *comm);
  * root, the one from baton_comm_init or a unique id). Communicators made
  * from a new one (nested splits) work the same way.
  *
- * Lifetime: the new communicator is independent of comm. Either may be
- * destroyed first (baton_comm_destroy is collective over the one
- * destroyed), and each may be used from its own thread while the other is
- * used from another. The store keeps serving while the process that serves
- * it (the root's rank 0) holds any communicator made from the root. It is
+ * Lifetime: either of comm and the new communicator may be destroyed first
+ * (baton_comm_destroy is collective over the one destroyed), and each may
+ * be used from its own thread while the other is used from another. A
+ * child outlives its parent's destroy and goes on working. The store keeps serving while the
+ * process that serves it (the root's rank 0) holds any communicator made from the root. It is
  * needed only to set communicators up and to relay the causes of failures,
  * so a communicator keeps working after that process has destroyed all of
  * its own; a split made after that fails (BATON_ETIMEDOUT, after
@@ -239,8 +239,21 @@ int baton_comm_destroy(baton_comm_t *comm);
  * collective returns it. When a rank cannot set up its new communicator,
  * every rank returns an error with *newcomm = NULL: that rank its own, the
  * others that rank's code, with baton_comm_last_error(comm) naming it; comm
- * stays usable. A communicator made by a split fails on its own: a lost
- * rank breaks every communicator that has it, parent and children alike.
+ * stays usable.
+ *
+ * A child of a failed parent fails: once comm has failed on this rank (a
+ * call on it found a lost peer, a timeout, a mismatch or a malformed
+ * message, or baton_comm_abort(comm) was called) while the child lives and
+ * comm has not been destroyed, the child's calls in flight end with
+ * comm's code at their next check (tens of milliseconds, as after an
+ * abort), its later calls fail at once with it, and
+ * baton_comm_last_error(child) says "the parent communicator <id> failed
+ * (<why>)"; the child's peers fail too, as after any failure, and so do
+ * the child's own children. A parent destroyed after failing leaves its
+ * failure with its children; one destroyed normally leaves them working.
+ * A parent that is not in use notices nothing, and its point-to-point
+ * failures (a message's timeout) fail only its messages. A lost rank
+ * also breaks every communicator that has it on its own.
  *
  * baton_comm_dup is baton_comm_split with one color and key = rank: a
  * communicator of the same ranks in the same order.
@@ -254,7 +267,9 @@ int baton_comm_rank(const baton_comm_t *comm);
 int baton_comm_size(const baton_comm_t *comm);
 
 /* What the last failed call on this communicator did wrong, in one line;
- * "" when nothing has failed. The text stays valid until the next call. */
+ * "" when nothing has failed. The text stays valid until the next call.
+ * Another thread may read it while a call fails (a call in flight, run by
+ * the progress thread): it gets the message before or the new one, whole. */
 const char *baton_comm_last_error(const baton_comm_t *comm);
 
 /*

@@ -198,6 +198,13 @@ int baton__comm_tables(baton_comm_t *c, char *err, size_t errlen) {
   return 0;
 }
 
+baton_comm_t *baton__comm_new(void) {
+  baton_comm_t *c = calloc(1, sizeof *c);
+  if (c)
+    pthread_mutex_init(&c->err_mu, NULL);
+  return c;
+}
+
 void baton__comm_free(baton_comm_t *c) {
   baton__trace_close(c->trace);
   baton__select_free(c);
@@ -218,6 +225,7 @@ void baton__comm_free(baton_comm_t *c) {
   free(c->from);
   free(c->flushers);
   free(c->boxes);
+  pthread_mutex_destroy(&c->err_mu);
   free(c);
 }
 
@@ -381,7 +389,7 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
 static int init_barrier(baton_comm_t *c, char *err, size_t errlen) {
   int rc = baton__init_barrier(c);
   if (rc)
-    snprintf(err, errlen, "the end-of-init barrier failed: %.440s", c->last_error);
+    snprintf(err, errlen, "the end-of-init barrier failed: %.440s", baton_comm_last_error(c));
   return rc;
 }
 
@@ -535,7 +543,7 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
     return BATON_EINVAL;
   }
   *comm = NULL;
-  baton_comm_t *c = calloc(1, sizeof *c);
+  baton_comm_t *c = baton__comm_new();
   if (!c) {
     snprintf(err, errlen, "out of memory");
     if (srv)
@@ -612,6 +620,9 @@ int baton_comm_destroy(baton_comm_t *comm) {
   if (!comm)
     return BATON_OK;
   int rc = BATON_OK;
+  /* First, so that what follows (an abort of the requests in flight, a
+   * failed barrier) is no failure of the children. */
+  baton__family_unlink(comm);
   /* Requests still in flight complete with BATON_EABORTED: saying so is
    * all this rank can do for them. */
   int left = baton__progress_stop(comm) + baton__p2p_stop(comm);

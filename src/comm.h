@@ -2,6 +2,9 @@
 #ifndef BATON_COMM_H
 #define BATON_COMM_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "internal.h"
 #include "algo.h"
 #include "trace.h"
@@ -52,11 +55,51 @@ struct baton_comm {
   baton__sig_t sig;
   baton__watch_t watch;        /* what every wait checks (fail.c) */
   _Atomic int abort_requested; /* baton_comm_abort was called */
-  int fatal_rc;                /* the failure that broke this communicator */
+  /* The failure that broke this communicator, written once (fail.c): the
+   * thread that wins fatal_claimed writes fatal_msg, then publishes
+   * fatal_rc; a reader that sees fatal_rc != 0 sees the whole message. */
+  _Atomic int fatal_rc, fatal_claimed;
   char fatal_msg[BATON__ERRLEN];
   baton__trace_t *trace; /* BATON_TRACE; NULL when unset */
-  char last_error[BATON__ERRLEN];
+  /* What the last failed call did: the writer (baton__set_error, under
+   * err_mu) fills the buffer not shown and then shows it, so a reader in
+   * another thread sees the old message or the new one, whole. */
+  pthread_mutex_t err_mu;
+  char last_error[2][BATON__ERRLEN];
+  _Atomic int err_shown;
+  /* The family (split.c): the communicator this one was split from, while
+   * it lives, and this one's children; links under split.c's lock. A
+   * child fails when its parent (or, through it, a grandparent) fails. */
+  struct baton_comm *parent, *children, *next_sibling;
+  int from_split;                 /* made by a split: its checks look at the parent */
+  _Atomic unsigned failures_seen; /* baton__failures when the last look found nothing */
+  int parent_rc;                  /* the parent failed and was destroyed since: its code */
+  char parent_msg[BATON__ERRLEN]; /* and why */
 };
+
+/* A new communicator, zeroed but for its error lock; baton__comm_free
+ * frees it (bootstrap.c). */
+baton_comm_t *baton__comm_new(void);
+
+/* Replaces comm's last error (baton_comm_last_error); safe from any thread. */
+void baton__set_error(baton_comm_t *comm, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The family (split.c). Failures of communicators so far in this process
+ * (fail.c counts them, baton_comm_abort too): a child looks up its family
+ * only when the count has moved since it last found nothing. */
+extern _Atomic unsigned baton__failures;
+/* After a split: child is parent's, until one of them is destroyed. */
+void baton__family_link(baton_comm_t *parent, baton_comm_t *child);
+/* At the start of baton_comm_destroy: comm leaves its parent's children,
+ * and its children lose their parent (a failure it had is left with them). */
+void baton__family_unlink(baton_comm_t *comm);
+/* 0, or the code of a failure of comm's parent or an ancestor through
+ * living parents, with why naming it ("the parent communicator ..."). Any
+ * thread; cheap while nothing anywhere has failed. */
+int baton__family_check(baton_comm_t *comm, char *why, size_t whylen);
+/* What baton__family_check's messages begin with. */
+#define BATON__PARENT_FAILED "the parent communicator"
 
 /* Records what failed in comm->last_error (and at WARN) and returns rc.
  * A failure of communication (a lost, stuck, mismatched or aborted peer,

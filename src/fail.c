@@ -2,9 +2,12 @@
  * fail.c - how a failure travels: baton__fail records it and, when it
  * breaks the communicator, poisons every transport (and, with TCP, leaves
  * the cause in the store for ranks whose connections broke first);
- * baton__comm_begin refuses calls on a broken communicator; the watch that
- * every wait checks; and baton_comm_abort, which a signal handler may call.
+ * baton__comm_begin refuses calls on a broken communicator (or one whose
+ * parent failed); the watch that every wait checks; baton_comm_abort,
+ * which a signal handler may call; and the last error, which any thread
+ * may read while another records a failure.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +21,25 @@ static int breaks_comm(int rc) {
    * told rather than left to time out. */
   return rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT || rc == BATON_EPROTO ||
          rc == BATON_EMISMATCH || rc == BATON_EABORTED || rc == BATON_ESYS || rc == BATON_ENOMEM;
+}
+
+_Atomic unsigned baton__failures;
+
+void baton__set_error(baton_comm_t *comm, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  pthread_mutex_lock(&comm->err_mu);
+  int back = !atomic_load_explicit(&comm->err_shown, memory_order_relaxed);
+  vsnprintf(comm->last_error[back], sizeof comm->last_error[back], fmt, ap);
+  atomic_store_explicit(&comm->err_shown, back, memory_order_release);
+  pthread_mutex_unlock(&comm->err_mu);
+  va_end(ap);
+}
+
+const char *baton_comm_last_error(const baton_comm_t *comm) {
+  if (!comm)
+    return "comm is NULL";
+  return comm->last_error[atomic_load_explicit(&comm->err_shown, memory_order_acquire)];
 }
 
 /* Where a message quotes another rank's failure: the first ": rank N: ". */
@@ -36,8 +58,8 @@ static const char *relayed_cause(const char *msg) {
 
 /* A connection broke with no word from the peer: perhaps a rank failed for
  * a reason of its own and published it in the store (baton__fail). Waits
- * for that a moment; returns its code with the cause appended, or rc. */
-static int explain(baton_comm_t *comm, int rc) {
+ * for that a moment; returns its code with the cause appended to msg, or rc. */
+static int explain(baton_comm_t *comm, int rc, char *msg, size_t msglen) {
   char val[BATON__ERRLEN + 16], err[128];
   size_t len = 0;
   if (baton__store_get(comm->store, "abort", val, sizeof val - 1, &len, 0.15, err, sizeof err))
@@ -46,8 +68,8 @@ static int explain(baton_comm_t *comm, int rc) {
   int code = 0, off = 0;
   if (sscanf(val, "%d %n", &code, &off) != 1 || code >= 0 || code < -100 || off <= 0)
     return rc;
-  size_t used = strlen(comm->last_error);
-  snprintf(comm->last_error + used, sizeof comm->last_error - used, "; the cause: %s", val + off);
+  size_t used = strlen(msg);
+  snprintf(msg + used, msglen - used, "; the cause: %s", val + off);
   return code;
 }
 
@@ -57,27 +79,41 @@ int baton__reaches_other_hosts(const baton_comm_t *comm) {
   return comm->nnet > (comm->host_net ? 1 : 0);
 }
 
+/* Publishes comm's failure, once: the message first, then the code.
+ * Returns -1 where another thread published one first, else whether the
+ * failure is this rank's own (not relayed from another rank). */
+static int break_comm(baton_comm_t *comm, int rc, const char *msg) {
+  if (atomic_exchange(&comm->fatal_claimed, 1))
+    return -1;
+  /* A failure relayed from another rank ("... rank R: cause") is passed
+   * on as its cause, so that messages do not nest along the ring; a
+   * parent's failure is passed on whole, so that it still says so. */
+  const char *cause = strstr(msg, BATON__PARENT_FAILED) ? NULL : relayed_cause(msg);
+  if (cause)
+    snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "%s", cause);
+  else
+    snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "rank %d: %.400s", comm->rank, msg);
+  atomic_store_explicit(&comm->fatal_rc, rc, memory_order_release);
+  atomic_fetch_add_explicit(&baton__failures, 1, memory_order_release); /* for its children */
+  return cause == NULL;
+}
+
 int baton__fail(baton_comm_t *comm, int rc, const char *fmt, ...) {
+  char msg[BATON__ERRLEN];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(comm->last_error, sizeof comm->last_error, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  baton__log_warn(COLL, "%s: %s", baton_err_name(rc), comm->last_error);
-  if (rc == BATON_EREMOTE && !comm->fatal_rc && comm->store && !relayed_cause(comm->last_error))
-    rc = explain(comm, rc);
+  baton__log_warn(COLL, "%s: %s", baton_err_name(rc), msg);
+  if (rc == BATON_EREMOTE && !comm->fatal_rc && comm->store && !relayed_cause(msg) &&
+      !strstr(msg, BATON__PARENT_FAILED)) /* a parent's failure says its cause */
+    rc = explain(comm, rc, msg, sizeof msg);
+  baton__set_error(comm, "%s", msg);
   if (breaks_comm(rc) && !comm->fatal_rc) {
-    comm->fatal_rc = rc;
-    /* A failure relayed from another rank ("... rank R: cause") is passed
-     * on as its cause, so that messages do not nest along the ring. */
-    const char *cause = relayed_cause(comm->last_error);
-    if (cause)
-      snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "%s", cause);
-    else
-      snprintf(comm->fatal_msg, sizeof comm->fatal_msg, "rank %d: %.400s", comm->rank,
-               comm->last_error);
-    for (int i = 0; i < comm->nnet; i++)
+    int own = break_comm(comm, rc, msg);
+    for (int i = 0; own >= 0 && i < comm->nnet; i++)
       comm->net[i].ops->poison(comm->net[i].impl, rc, comm->fatal_msg);
-    if (!cause && baton__reaches_other_hosts(comm)) {
+    if (own > 0 && baton__reaches_other_hosts(comm)) {
       /* Also where any rank can read it, for a rank whose connections broke
        * before the abort frames reached it (see explain()). */
       char val[BATON__ERRLEN + 16], err[128];
@@ -99,12 +135,13 @@ int baton__comm_begin(baton_comm_t *comm, const char *name) {
   } else if (!rc && comm->host_net) {
     rc = comm->host_net->ops->check(comm->host_net->impl, why, sizeof why);
   }
+  if (!rc && comm->from_split)
+    rc = baton__family_check(comm, why, sizeof why);
   if (rc && !comm->fatal_rc)
     return baton__fail(comm, rc, "%s #%llu: %s", name, (unsigned long long)comm->seq, why);
   if (rc)
-    snprintf(comm->last_error, sizeof comm->last_error,
-             "%s #%llu: this communicator failed earlier: %.440s", name,
-             (unsigned long long)comm->seq, comm->fatal_msg);
+    baton__set_error(comm, "%s #%llu: this communicator failed earlier: %.440s", name,
+                     (unsigned long long)comm->seq, comm->fatal_msg);
   return rc;
 }
 
@@ -122,7 +159,7 @@ int baton__comm_check(void *ctx, char *why, size_t whylen) {
    * its failures show) while a rank waits on the other; a lone transport
    * sees its own failures in its wait, and only the host's poison, cheap
    * and perhaps from a rank that failed elsewhere, is read again. */
-  int rc = 0;
+  int rc = c->from_split ? baton__family_check(c, why, whylen) : 0;
   for (int i = 0; !rc && i < c->nnet; i++)
     if (c->nnet > 1 || &c->net[i] == c->host_net)
       rc = c->net[i].ops->check(c->net[i].impl, why, whylen);
@@ -160,6 +197,8 @@ int baton_comm_abort(baton_comm_t *comm) {
    * transport's shutdown is async-signal-safe): safe from another thread or
    * a signal handler, and it never waits. */
   atomic_store_explicit(&comm->abort_requested, 1, memory_order_release);
+  atomic_fetch_add_explicit(&baton__failures, 1,
+                            memory_order_release); /* lock-free: for children */
   char msg[64];
   size_t n = put_text(msg, "rank ");
   n += put_decimal(msg + n, (unsigned)comm->rank);
@@ -169,8 +208,4 @@ int baton_comm_abort(baton_comm_t *comm) {
     comm->net[i].ops->shutdown(comm->net[i].impl, BATON_EABORTED, msg);
   baton__p2p_shutdown(comm, BATON_EABORTED, msg);
   return BATON_OK;
-}
-
-const char *baton_comm_last_error(const baton_comm_t *comm) {
-  return comm ? comm->last_error : "comm is NULL";
 }

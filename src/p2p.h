@@ -1,6 +1,8 @@
 /*
- * p2p.h - point-to-point messages (p2p.c): baton_send, baton_recv and their
- * i-forms, on connections of their own beside the collectives'.
+ * p2p.h - point-to-point messages (p2p.c, p2p_lane.c, p2p_progress.c;
+ * their shared types in p2p_impl.h): baton_send, baton_recv and their
+ * i-forms, on connections of their own beside the collectives'. What the
+ * rest of the library calls.
  */
 #ifndef BATON_P2P_H
 #define BATON_P2P_H

@@ -25,7 +25,23 @@
  * server once more for each communicator of its own made from it
  * (baton__store_hold), so the server lives until the last of them is
  * destroyed.
+ *
+ * The family. A child is linked to its parent until one of the two is
+ * destroyed, and fails when the parent fails on this rank (a lost peer, a
+ * timeout, a mismatch, baton_comm_abort): its checks (the start of every
+ * call, the watch of every wait, the point-to-point passes) look up its
+ * living ancestors and fail with the first failure found, named as the
+ * parent's. A parent destroyed after failing leaves its failure with its
+ * children; one destroyed normally leaves them on their own. The links are
+ * under one lock of the process, taken by the checks only when some
+ * communicator anywhere has failed since the child last looked
+ * (baton__failures); it guards the links and the ancestors' memory (a
+ * destroy unlinks first), and nothing else is taken under it. An abort,
+ * from a signal handler too, is only flags and that count's increment,
+ * which the checks read.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,7 +131,7 @@ static void describe(char *buf, size_t cap, const baton_comm_t *parent, uint32_t
  * and tables, or an error. */
 static int prepare_child(baton_comm_t *parent, const int *prank, int n, int me, int color,
                          uint32_t serial, baton_comm_t **out, char *err, size_t errlen) {
-  baton_comm_t *c = calloc(1, sizeof *c);
+  baton_comm_t *c = baton__comm_new();
   if (!c) {
     snprintf(err, errlen, "out of memory");
     return BATON_ENOMEM;
@@ -205,8 +221,8 @@ int baton_comm_split(baton_comm_t *comm, int color, int key, baton_comm_t **newc
     *newcomm = NULL;
   if (!comm || !newcomm || (color < 0 && color != BATON_SPLIT_NONE)) {
     if (comm)
-      snprintf(comm->last_error, sizeof comm->last_error, "baton_comm_split: %s",
-               !newcomm ? "newcomm is NULL" : "color is neither >= 0 nor BATON_SPLIT_NONE");
+      baton__set_error(comm, "baton_comm_split: %s",
+                       !newcomm ? "newcomm is NULL" : "color is neither >= 0 nor BATON_SPLIT_NONE");
     return BATON_EINVAL;
   }
   int32_t mine[2] = {color, key}, *all = malloc(2 * (size_t)comm->size * sizeof *all);
@@ -240,14 +256,99 @@ int baton_comm_split(baton_comm_t *comm, int color, int key, baton_comm_t **newc
   free(all), free(prank);
   rc = set_up(comm, &child, rc, origin, err, sizeof err);
   if (rc != BATON_OK && err[0]) {
-    snprintf(comm->last_error, sizeof comm->last_error,
-             "baton_comm_split: color %d, rank %d of %d: %.400s", color, me, n, err);
-    baton__log_warn(INIT, "%s: %s", baton_err_name(rc), comm->last_error);
+    baton__set_error(comm, "baton_comm_split: color %d, rank %d of %d: %.400s", color, me, n, err);
+    baton__log_warn(INIT, "%s: %s", baton_err_name(rc), baton_comm_last_error(comm));
   }
+  if (child)
+    baton__family_link(comm, child);
   *newcomm = child;
   return rc;
 }
 
 int baton_comm_dup(baton_comm_t *comm, baton_comm_t **newcomm) {
   return baton_comm_split(comm, 0, comm ? comm->rank : 0, newcomm);
+}
+
+/* ---------------------------------------------------------------- family */
+
+static pthread_mutex_t family_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void baton__family_link(baton_comm_t *parent, baton_comm_t *child) {
+  pthread_mutex_lock(&family_mu);
+  child->parent = parent;
+  child->next_sibling = parent->children;
+  parent->children = child;
+  child->from_split = 1;
+  /* One less than the count: the first check looks, whatever failed before. */
+  atomic_store(&child->failures_seen, atomic_load(&baton__failures) - 1);
+  pthread_mutex_unlock(&family_mu);
+}
+
+/* a's own failure, or the one its destroyed parent left it; under the lock. */
+static int failure_of(const baton_comm_t *a, const char **msg, char *buf, size_t len) {
+  int rc = atomic_load_explicit(&a->fatal_rc, memory_order_acquire);
+  if (rc) {
+    *msg = a->fatal_msg;
+  } else if (atomic_load_explicit(&a->abort_requested, memory_order_acquire)) {
+    snprintf(buf, len, "rank %d: baton_comm_abort was called on it", a->rank);
+    *msg = buf, rc = BATON_EABORTED;
+  } else if (a->parent_rc) {
+    *msg = a->parent_msg, rc = a->parent_rc;
+  }
+  return rc;
+}
+
+/* The first failure up comm's living ancestors, described; under the lock. */
+static int ancestors_failure(const baton_comm_t *comm, char *why, size_t whylen) {
+  if (comm->parent_rc) {
+    snprintf(why, whylen, "%s", comm->parent_msg);
+    return comm->parent_rc;
+  }
+  int level = 1;
+  for (const baton_comm_t *a = comm->parent; a; a = a->parent, level++) {
+    char buf[64];
+    const char *msg = NULL;
+    int rc = failure_of(a, &msg, buf, sizeof buf);
+    if (rc) {
+      snprintf(why, whylen, BATON__PARENT_FAILED " %016llx%s failed (%.400s)",
+               (unsigned long long)a->id, level == 1 ? "" : ", an ancestor,", msg);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+int baton__family_check(baton_comm_t *comm, char *why, size_t whylen) {
+  unsigned now = atomic_load_explicit(&baton__failures, memory_order_acquire);
+  if (now == atomic_load_explicit(&comm->failures_seen, memory_order_relaxed))
+    return 0;
+  pthread_mutex_lock(&family_mu);
+  int rc = ancestors_failure(comm, why, whylen);
+  pthread_mutex_unlock(&family_mu);
+  /* A failure found stays found (a parent's failure is for good): only
+   * nothing found is remembered. */
+  if (!rc)
+    atomic_store_explicit(&comm->failures_seen, now, memory_order_relaxed);
+  return rc;
+}
+
+void baton__family_unlink(baton_comm_t *comm) {
+  pthread_mutex_lock(&family_mu);
+  for (baton_comm_t *ch = comm->children, *next; ch; ch = next) {
+    next = ch->next_sibling;
+    /* A failure of this one or of its ancestors stays with the children. */
+    if (!ch->parent_rc)
+      ch->parent_rc = ancestors_failure(ch, ch->parent_msg, sizeof ch->parent_msg);
+    ch->parent = NULL;
+    ch->next_sibling = NULL;
+  }
+  comm->children = NULL;
+  if (comm->parent)
+    for (baton_comm_t **l = &comm->parent->children; *l; l = &(*l)->next_sibling)
+      if (*l == comm) {
+        *l = comm->next_sibling;
+        break;
+      }
+  comm->parent = NULL;
+  pthread_mutex_unlock(&family_mu);
 }

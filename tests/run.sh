@@ -40,7 +40,7 @@
 # segments, and once with the flat algorithm for every size; TCP, mixed and
 # emulated-host sweeps; test_coll with BATON_ALGO=rhd, rd, tree, naive and
 # hier; test_calls (two calls of one communicator interleaved step by step);
-# test_split (communicators made from communicators) with its kill test,
+# test_split (communicators made from communicators) with its kill tests,
 # unique ids in a process that has a communicator and examples/split_overlap;
 # test_p2p (point-to-point: shared memory, TCP, mixed, 1..6 ranks, a
 # killed rank), examples/p2p_exchange and test_alltoallv (1..5 and 8
@@ -62,7 +62,8 @@
 # ASan+UBSan with leak detection. A ThreadSanitizer pass (`make TSAN=1`,
 # build-tsan/) runs the threaded parts: test_store, test_auth, test_coll
 # --quick at 2 and 3 ranks, test_api, test_hostile, test_split (two
-# threads, each driving its own child) and test_fault exit. Last,
+# threads, each driving its own child; the children of an aborted parent),
+# test_failure family and test_fault exit. Last,
 # each fuzz target of tests/fuzz/ runs for FUZZ_SECONDS.
 #
 # --quick: the unit tests, test_coll --quick at 1..4 ranks and once at 3
@@ -320,9 +321,10 @@ api_tests() {
   done
 }
 # Communicators made from communicators (test_split: every kind of split,
-# nested, interleaved, two threads, children outliving their parents) on
-# shared memory, TCP, 2 hosts x 2 ranks and 3 hosts interleaved; a killed
-# rank under a parent and its child; a second communicator from a unique
+# nested, interleaved, two threads, children outliving their parents,
+# children failing with an aborted parent) on shared memory, TCP, 2 hosts x
+# 2 ranks and 3 hosts interleaved; a killed rank under a parent and its
+# child, and under a parent whose child does not have it; a second communicator from a unique
 # id in a process that has one; the 2 x 2 groups example; communicators
 # made through a caller's key-value store (test_kv).
 split_tests() {
@@ -364,6 +366,13 @@ split_tests() {
     "$BUILD/tests/test_failure" split 4
   run "test_failure split 4 2 hosts x 2 ranks" 1 env BATON_TIMEOUT=20 TEST_HOSTS=2 \
     "$BUILD/tests/test_failure" split 4
+  # A child of a failed parent fails (issue 17): a rank killed under a
+  # parent whose child and grandchild on the others do not have it.
+  run "test_failure family 4" 1 env BATON_TIMEOUT=20 "$BUILD/tests/test_failure" family 4
+  run "test_failure family 4 BATON_TRANSPORT=tcp" 1 env BATON_TIMEOUT=20 BATON_TRANSPORT=tcp \
+    "$BUILD/tests/test_failure" family 4
+  run "test_failure family 4 2 hosts x 2 ranks" 1 env BATON_TIMEOUT=20 TEST_HOSTS=2 \
+    "$BUILD/tests/test_failure" family 4
   run "test_uniqueid --with-comm -n 3" 1 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_uniqueid" \
     --with-comm
   run "test_uniqueid --with-comm -n 2 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
@@ -721,6 +730,7 @@ if build "make TSAN=1" 'tsan *' env -u MAKEFLAGS -u MFLAGS make -j2 TSAN=1; then
   run "tsan test_hostile -n 2" 1 env BATON_TIMEOUT=10 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_hostile 10
   # Splits, and two children driven from two threads of each rank.
   run "tsan test_split -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_split
+  run "tsan test_failure family 3" 1 env BATON_TIMEOUT=20 build-tsan/tests/test_failure family 3
   run "tsan test_p2p -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_p2p
   run "tsan test_alltoallv -n 3" 1 build-tsan/bin/baton-run -n 3 build-tsan/tests/test_alltoallv
   run "tsan test_p2p -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \

@@ -15,6 +15,13 @@
  *                             (one color, keys reversed) beside the parent:
  *                             every survivor's calls on both fail within 2 s
  *                             with BATON_EREMOTE
+ *   test_failure family N     rank N-1 is SIGKILLed; the survivors have a child
+ *                             of the parent without it, and a grandchild: a
+ *                             receive in flight on the child and an
+ *                             allreduce on the grandchild (rank 0 only) must
+ *                             fail within 2 s of the parent's failure, and
+ *                             later calls on both at once, naming the
+ *                             parent (issue 17)
  *   test_failure mismatch N   five ways of calling different things on one
  *                             rank; every rank must return BATON_EMISMATCH
  *                             naming both calls; then alltoallv where rank
@@ -152,6 +159,62 @@ static void run_split_kill(const baton_unique_id_t *id) {
   baton_comm_destroy(comm);
 }
 
+/* ---------------------------------------------------------------- family */
+
+static int names_parent(int rc, baton_comm_t *comm) {
+  return rc != BATON_OK && strstr(baton_comm_last_error(comm), "parent communicator") != NULL;
+}
+
+static void run_family_kill(const baton_unique_id_t *id) {
+  baton_comm_t *comm = join(id), *child = NULL, *grand = NULL;
+  int victim = size - 1;
+  int rc = baton_comm_split(comm, rank == victim ? BATON_SPLIT_NONE : 0, rank, &child);
+  check(rc == BATON_OK && (child != NULL) == (rank != victim), "split without the victim: %s",
+        baton_err_name(rc));
+  float *buf = calloc(BIG, sizeof *buf), x[4] = {0}, y[4];
+  if (rank == victim) {
+    baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
+    kill(getpid(), SIGKILL);
+  }
+  if (!child)
+    exit(1);
+  rc = baton_comm_dup(child, &grand);
+  check(rc == BATON_OK, "the grandchild: %s", baton_err_name(rc));
+  int n = baton_comm_size(child), me = baton_comm_rank(child);
+  baton_request_t *r[2] = {NULL, NULL};
+  if (n > 1)
+    baton_irecv(x, 4, BATON_FLOAT32, (me + 1) % n, 7, child, &r[0]);
+  if (n > 1 && me == 0)
+    baton_iallreduce(x, y, 4, BATON_FLOAT32, BATON_SUM, grand, &r[1]);
+  rc = baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
+  check(rc == BATON_OK, "the parent's allreduce before the kill: %s", baton_err_name(rc));
+  double t0 = now();
+  rc = baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
+  double took = now() - t0;
+  check((rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT) && took < 2.0,
+        "the parent's allreduce after the kill: %s in %.3f s", baton_err_name(rc), took);
+  baton_comm_t *on[2] = {child, grand};
+  t0 = now();
+  for (int k = 0; k < 2; k++)
+    if (r[k]) {
+      rc = baton_wait(r[k]);
+      took = now() - t0;
+      check(names_parent(rc, on[k]) && took < 2.0, "the %s's call in flight: %s in %.3f s: %s",
+            k ? "grandchild" : "child", baton_err_name(rc), took, baton_comm_last_error(on[k]));
+    }
+  for (int k = 0; k < 2; k++) {
+    t0 = now();
+    rc = baton_barrier(on[k]);
+    took = now() - t0;
+    check(names_parent(rc, on[k]) && took < 0.5, "a barrier on the %s after: %s in %.3f s: %s",
+          k ? "grandchild" : "child", baton_err_name(rc), took, baton_comm_last_error(on[k]));
+  }
+  free(buf);
+  baton_comm_destroy(grand);
+  baton_comm_destroy(child);
+  baton_comm_destroy(comm);
+}
+
 /* ----------------------------------------------------------------- abort */
 
 static void *abort_later(void *comm) {
@@ -281,6 +344,8 @@ static void run(const char *mode, baton_unique_id_t *ids) {
     run_kill(&ids[0]);
   else if (strcmp(mode, "split") == 0)
     run_split_kill(&ids[0]);
+  else if (strcmp(mode, "family") == 0)
+    run_family_kill(&ids[0]);
   else if (strcmp(mode, "abort") == 0)
     run_abort(&ids[0]);
   else
@@ -307,9 +372,10 @@ int main(int argc, char **argv) {
     run(argv[2], ids);
     return failed ? 1 : 0;
   }
-  if (argc != 3 || (strcmp(argv[1], "kill") && strcmp(argv[1], "split") &&
-                    strcmp(argv[1], "abort") && strcmp(argv[1], "mismatch"))) {
-    fprintf(stderr, "usage: test_failure kill|split|abort|mismatch N\n");
+  if (argc != 3 ||
+      (strcmp(argv[1], "kill") && strcmp(argv[1], "split") && strcmp(argv[1], "family") &&
+       strcmp(argv[1], "abort") && strcmp(argv[1], "mismatch"))) {
+    fprintf(stderr, "usage: test_failure kill|split|family|abort|mismatch N\n");
     return 2;
   }
   size = atoi(argv[2]);
@@ -345,7 +411,9 @@ int main(int argc, char **argv) {
   for (int r = 1; r < size; r++) {
     int st = 0;
     waitpid(kids[r], &st, 0);
-    int killed = (!strcmp(argv[1], "kill") || !strcmp(argv[1], "split")) && r == size - 1;
+    int killed =
+        (!strcmp(argv[1], "kill") || !strcmp(argv[1], "split") || !strcmp(argv[1], "family")) &&
+        r == size - 1;
     int ok =
         killed ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL : WIFEXITED(st) && WEXITSTATUS(st) == 0;
     if (!ok) {

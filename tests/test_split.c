@@ -11,7 +11,9 @@
  * that reverse the order, dup; nested splits; collectives on the parent
  * and its children interleaved; two children driven from two threads at
  * once; a child and a grandchild that live on, and split again, after
- * their parent and the communicator from the environment are destroyed.
+ * their parent and the communicator from the environment are destroyed;
+ * children and a grandchild of an aborted parent that fail with it, calls
+ * in flight and later ones (issue 17).
  * Bad arguments are BATON_EINVAL without communicating.
  *
  * test_split --one-rank-fails: rank 1 cannot prepare its child (run.sh
@@ -22,6 +24,7 @@
  */
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "ref.h"
@@ -297,6 +300,70 @@ static void one_rank_fails(tally_t *t) {
     tally_say(t, "the parent after a failed split: %s", why);
 }
 
+/* "the parent communicator" in comm's last error, and rc a failure. */
+static int names_parent(int rc, baton_comm_t *comm) {
+  return rc != BATON_OK && strstr(baton_comm_last_error(comm), "parent communicator") != NULL;
+}
+
+/* Issue 17: a child of a failed parent fails. A dup p of the world, its
+ * child c (keys reversed) and grandchild g; e, another child of p,
+ * destroyed first (it must have unlinked itself). In flight when every
+ * rank aborts p: a receive on c that no rank sends, and on rank 0 an
+ * allreduce on g that no other rank joins. Both must end with an error
+ * that names the parent within 2 s, and the next calls on c and g at once.
+ * Then p is destroyed before its children: i, a child of p that made no
+ * call meanwhile, must still fail with p's failure. */
+static void parent_fails(tally_t *t) {
+  baton_comm_t *p = NULL, *c = NULL, *g = NULL, *e = NULL, *i = NULL;
+  if (!tally_rc(t, baton_comm_dup(t->comm, &p), "parent fails: dup") ||
+      !tally_rc(t, baton_comm_split(p, 0, -t->rank, &c), "parent fails: split") ||
+      !tally_rc(t, baton_comm_dup(c, &g), "parent fails: grandchild") ||
+      !tally_rc(t, baton_comm_dup(p, &e), "parent fails: another child") ||
+      !tally_rc(t, baton_comm_dup(p, &i), "parent fails: an idle child")) {
+    baton_comm_destroy(i), baton_comm_destroy(e), baton_comm_destroy(g), baton_comm_destroy(c);
+    baton_comm_destroy(p);
+    return;
+  }
+  destroy_checked(t, e, "parent fails: the other child destroyed first");
+  int n = baton_comm_size(c), me = baton_comm_rank(c);
+  float x[4] = {0}, y[4];
+  baton_request_t *r[2] = {NULL, NULL};
+  /* Every rank records as many checks, in flight or not. */
+  tally_rc(t, n > 1 ? baton_irecv(x, 4, BATON_FLOAT32, (me + 1) % n, 99, c, &r[0]) : BATON_OK,
+           "parent fails: irecv");
+  tally_rc(t,
+           n > 1 && me == 0 ? baton_iallreduce(x, y, 4, BATON_FLOAT32, BATON_SUM, g, &r[1])
+                            : BATON_OK,
+           "parent fails: iallreduce");
+  usleep(50 * 1000); /* both are under way */
+  baton_comm_abort(p);
+  double t0 = seconds();
+  baton_comm_t *on[2] = {c, g};
+  for (int k = 0; k < 2; k++) {
+    int rc = r[k] ? baton_wait(r[k]) : BATON_OK;
+    double took = seconds() - t0;
+    if (!tally_record(t, !r[k] || (names_parent(rc, on[k]) && took < 2.0)))
+      tally_say(t, "parent fails: the %s in flight: %s in %.3f s: %s", k ? "iallreduce" : "irecv",
+                baton_err_name(rc), took, baton_comm_last_error(on[k]));
+  }
+  for (int k = 0; k < 2; k++) {
+    t0 = seconds();
+    int rc = baton_barrier(on[k]);
+    double took = seconds() - t0;
+    if (!tally_record(t, names_parent(rc, on[k]) && took < 0.5))
+      tally_say(t, "parent fails: a barrier on the %s after: %s in %.3f s: %s",
+                k ? "grandchild" : "child", baton_err_name(rc), took, baton_comm_last_error(on[k]));
+  }
+  baton_comm_destroy(p);
+  int rc = baton_barrier(i);
+  if (!tally_record(t, names_parent(rc, i)))
+    tally_say(t, "parent fails: the idle child after the parent's destroy: %s: %s",
+              baton_err_name(rc), baton_comm_last_error(i));
+  baton_comm_destroy(i);
+  baton_comm_destroy(g);
+  baton_comm_destroy(c);
+}
+
 int main(int argc, char **argv) {
   tally_t t;
   tally_init(&t);
@@ -311,6 +378,8 @@ int main(int argc, char **argv) {
     nested_and_interleaved(&t);
   if (!t.broken)
     two_threads(&t);
+  if (!t.broken)
+    parent_fails(&t);
   if (!t.broken)
     outlive_parent(&t);
   return tally_finish(&t);
