@@ -18,7 +18,8 @@ same inputs:
     all_to_all, send/recv blocking and as isend/irecv, barrier) x dtypes;
   - new_group of subsets (a group this rank is not in too), many groups;
   - calls in flight (async_op=True) waited in a different order on each
-    rank, Work.is_completed/wait/get_future and a future's then();
+    rank, Work.is_completed/wait/get_future and a future's then(); many
+    dropped without a wait, each freed when it completes;
   - refusals (PREMUL_SUM, sparse, meta, non-contiguous, negated, complex,
     sizes that do not match, recv without src), the RuntimeError's text
     checked; a count that differs between ranks, and a group's own timeout.
@@ -661,6 +662,42 @@ def in_flight():
     T.check(w.is_success(), "is_success() after wait()")
 
 
+def dropped():
+    """Works dropped without a wait (isend, irecv, collectives with
+    async_op=True): each is freed when its request completes, so that many
+    of them in a loop leave nothing held, and the group still works and is
+    destroyed cleanly. In a group of its own."""
+    if BACKEND != "baton" or W == 1:
+        return
+    in_flight = sys.modules["baton._baton_torch"]._works_in_flight
+    g = dist.new_group(backend=BACKEND)
+    nxt, prv = (RANK + 1) % W, (RANK - 1) % W
+    rounds = 300
+    for i in range(rounds):
+        dist.irecv(torch.empty(1000), prv, group=g, tag=4)
+        dist.isend(torch.full((1000,), float(i)), nxt, group=g, tag=4)
+        if i % 3 == 0:
+            dist.all_reduce(torch.ones(100), group=g, async_op=True)
+            dist.all_gather([torch.empty(10) for _ in range(W)], torch.ones(10), group=g,
+                            async_op=True)
+    dist.barrier(group=g)  # every rank has made all its calls
+    deadline = time.monotonic() + 30
+    while in_flight(g) > 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    T.check(in_flight(g) == 0, "%d rounds of dropped isend, irecv and collectives: all freed once "
+            "complete" % rounds, "%d works still held" % in_flight(g))
+    t = torch.full((5,), float(RANK))
+    dist.all_reduce(t, group=g)
+    compare("all_reduce after the dropped works", t, torch.full((5,), float(sum(range(W)))))
+    r = torch.empty(3)
+    works = [dist.irecv(r, prv, group=g, tag=5),
+             dist.isend(torch.full((3,), float(RANK)), nxt, group=g, tag=5)]
+    for w in works:
+        w.wait()
+    compare("isend/irecv after the dropped works", r, torch.full((3,), float(prv)))
+    dist.destroy_process_group(g)
+
+
 # ------------------------------------------------------------------ refusals
 
 
@@ -801,7 +838,7 @@ def main():
                 dist.get_backend())
         T.check(dist.distributed_c10d._get_default_group().name() == "baton",
                 "the process group's getBackendName()")
-    for part in (reductions, moves, groups, in_flight, refusals, errors_between_ranks):
+    for part in (reductions, moves, groups, in_flight, dropped, refusals, errors_between_ranks):
         t0 = time.monotonic()
         part()
         if RANK == 0:

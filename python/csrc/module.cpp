@@ -32,6 +32,16 @@ PYBIND11_MODULE(_baton_torch, m) {
   m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("world_size"),
         py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "Makes the baton process group of rank `rank` of `world_size` through `store`.");
+  /* For the tests: what a group holds, so that a dropped work's freeing
+   * can be seen. */
+  m.def(
+      "_works_in_flight",
+      [](const c10::intrusive_ptr<c10d::ProcessGroup> &pg) {
+        auto *group = dynamic_cast<baton_torch::ProcessGroupBaton *>(pg.get());
+        TORCH_CHECK(group, "baton: _works_in_flight: not a baton process group");
+        return group->inFlight();
+      },
+      py::arg("group"), "The works the baton group `group` issued that have not completed.");
   m.attr("BACKEND_NAME") = "baton";
   m.attr("BATON_VERSION") =
       py::str(std::to_string(BATON_VERSION_MAJOR) + "." + std::to_string(BATON_VERSION_MINOR) +

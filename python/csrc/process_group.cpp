@@ -9,12 +9,15 @@
  * tensors themselves; _allgather_base, _reduce_scatter_base and
  * alltoall_base always do. Where torch hands a list of tensors and baton
  * wants one buffer (allgather, gather, scatter, reduce_scatter, alltoall,
- * allreduce_coalesced, allgather_coalesced), the call packs the inputs into
- * a staging buffer made for it when it is issued, and copies the result out
- * of the staging buffer when it completes, in whichever thread completes it
- * (wait(), isCompleted() or a completer), before anybody is told it is done.
- * A list whose tensors already lie one after the other in one piece of
- * memory is used as that buffer, with no staging.
+ * allreduce_coalesced, allgather_coalesced), a list whose tensors already
+ * lie one after the other in one piece of memory is used as that buffer;
+ * allgather and alltoall take any other list where its tensors lie, through
+ * baton's v-form (allgatherv, alltoallv) with each tensor's displacement
+ * from the lowest of them; the others pack the inputs into a staging buffer
+ * leased from the group's pool (StagingPool) when the call is issued, and
+ * copy the result out of it when the call completes, in whichever thread
+ * completes it (wait(), isCompleted() or a completer), before anybody is
+ * told it is done.
  *
  * Nothing is ever converted silently: a tensor that baton cannot use as it
  * is (sparse, not on the CPU, not contiguous, a dtype baton lacks) is refused
@@ -27,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <ostream>
 #include <stdexcept>
@@ -223,7 +227,7 @@ static void copyBytes(void *dst, const void *src, size_t n) {
     std::memcpy(dst, src, n);
 }
 
-static at::Tensor stage(size_t nbytes) {
+static at::Tensor byteTensor(size_t nbytes) {
   return at::empty({static_cast<int64_t>(nbytes)}, at::TensorOptions().dtype(at::kByte));
 }
 
@@ -247,6 +251,96 @@ static bool apartOrAt(const at::Tensor &t, const char *base, size_t block, size_
   if (len == 0 || p + len <= b || p >= b + block * n)
     return true;
   return p == b + block * slot && len == block;
+}
+
+/* A piece of memory that one block of a call reads or writes. */
+struct Block {
+  const char *at;
+  size_t len;
+};
+
+/* Whether no two of the blocks share a byte (empty ones share none). */
+static bool disjoint(std::vector<Block> blocks) {
+  blocks.erase(std::remove_if(blocks.begin(), blocks.end(), [](const Block &b) { return !b.len; }),
+               blocks.end());
+  std::sort(blocks.begin(), blocks.end(), [](const Block &a, const Block &b) { return a.at < b.at; });
+  for (size_t i = 1; i < blocks.size(); i++)
+    if (blocks[i - 1].at + blocks[i - 1].len > blocks[i].at)
+      return false;
+  return true;
+}
+
+/* The lowest of the blocks (nullptr when all are empty) and, in displs,
+ * each one's displacement from it in bytes: a list of tensors where they
+ * lie, as baton's v-calls take it (on uint8). */
+static char *displace(const std::vector<Block> &blocks, size_t *displs) {
+  const char *base = nullptr;
+  for (const Block &b : blocks)
+    if (b.len && (!base || b.at < base))
+      base = b.at;
+  for (size_t i = 0; i < blocks.size(); i++)
+    displs[i] = blocks[i].len ? static_cast<size_t>(blocks[i].at - base) : 0;
+  return const_cast<char *>(base);
+}
+
+static std::vector<Block> blocksOf(const std::vector<at::Tensor> &ts) {
+  std::vector<Block> blocks;
+  for (const at::Tensor &t : ts)
+    blocks.push_back({bytes(t), t.nbytes()});
+  return blocks;
+}
+
+/* ------------------------------------------------------------ staging */
+
+StagingPool::~StagingPool() {
+  for (Buffer &b : buffers_)
+    std::free(b.at);
+}
+
+at::Tensor StagingPool::lease(size_t nbytes) {
+  if (nbytes == 0)
+    return byteTensor(0);
+  std::unique_lock<std::mutex> lock(mu_);
+  Buffer *fit = nullptr, *grow = nullptr;
+  for (Buffer &b : buffers_) {
+    if (b.leased)
+      continue;
+    if (b.cap >= nbytes && (!fit || b.cap < fit->cap))
+      fit = &b;
+    if (b.cap < nbytes && (!grow || b.cap > grow->cap))
+      grow = &b;
+  }
+  Buffer *b = fit ? fit : grow;
+  if (!b && buffers_.size() < kMost) {
+    buffers_.emplace_back();
+    b = &buffers_.back();
+  }
+  if (!b) {
+    lock.unlock();
+    return byteTensor(nbytes);
+  }
+  if (b->cap < nbytes) {
+    void *p = nullptr;
+    TORCH_CHECK(posix_memalign(&p, 64, nbytes) == 0, "baton: cannot allocate a staging buffer of ",
+                nbytes, " bytes");
+    std::memset(p, 0, nbytes); /* the page faults now, once, rather than in every call */
+    std::free(b->at);
+    b->at = p, b->cap = nbytes;
+  }
+  b->leased = true;
+  void *at = b->at;
+  lock.unlock();
+  auto self = shared_from_this();
+  return at::from_blob(
+      at, {static_cast<int64_t>(nbytes)}, [self](void *p) { self->giveBack(p); },
+      at::TensorOptions().dtype(at::kByte));
+}
+
+void StagingPool::giveBack(void *at) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Buffer &b : buffers_)
+    if (b.at == at)
+      b.leased = false;
 }
 
 /* ------------------------------------------------------------ WorkBaton */
@@ -321,10 +415,10 @@ void WorkBaton::finish() {
   staging.clear();
   counts.clear();
   inputs_.clear();
-  pg_->retire(this); /* the last use of pg_: the group may go once this work is completed */
   c10::intrusive_ptr<c10::ivalue::Future> future;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    pg_->retire(this); /* the last use of pg_, under the lock drop() takes: the group may go now */
     completed_ = true;
     claimed_ = false;
     exception_ = error;
@@ -358,6 +452,16 @@ bool WorkBaton::advance(bool block, const Clock::time_point *deadline) {
   lock.unlock();
   cv_.notify_all();
   return false;
+}
+
+/* Under the work's lock: finish() retires a work and marks it completed
+ * under that lock, and ~ProcessGroupBaton waits for every work it has not
+ * retired, so the group and its completers are there while a work is not
+ * completed. */
+void WorkBaton::drop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!completed_)
+    pg_->watch(c10::intrusive_ptr<WorkBaton>::unsafe_reclaim_from_nonowning(this));
 }
 
 bool WorkBaton::isCompleted() { return advance(false, nullptr); }
@@ -398,13 +502,13 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkBaton::getFuture() {
     return future_;
   future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   auto future = future_;
-  bool done = completed_;
+  if (!completed_) { /* under the lock, as drop() */
+    pg_->watch(c10::intrusive_ptr<WorkBaton>::unsafe_reclaim_from_nonowning(this));
+    return future;
+  }
   std::exception_ptr error = exception_;
   lock.unlock();
-  if (done)
-    completeFuture(future, error, outputs_, name_);
-  else
-    pg_->watch(c10::intrusive_ptr<WorkBaton>::unsafe_reclaim_from_nonowning(this));
+  completeFuture(future, error, outputs_, name_);
   return future;
 }
 
@@ -579,34 +683,16 @@ ProcessGroupBaton::post(c10::intrusive_ptr<WorkBaton> w,
     if (rc != BATON_OK && !w->req)
       throw std::runtime_error(describe(comm_, w->name(), rc));
   }
-  size_t n;
   {
     std::lock_guard<std::mutex> lock(works_mu_);
     outstanding_.emplace(w.get(), w);
-    n = outstanding_.size();
   }
-  if (n >= 64)
-    reap();
-  return w;
+  return c10::make_intrusive<WorkHandle>(std::move(w), rank_);
 }
 
-/* Collectives nobody holds but the group (dropped without a wait) are
- * freed as they complete, looked at once there are many: baton frees a
- * request only when it is waited for or tested. Dropped messages are left
- * to drain(), which waits for them: a receive that baton_test completes
- * may leave the sender's acknowledgement unsent while this rank makes no
- * further point-to-point call (seen with baton's p2p.c of this writing),
- * and baton_wait sends it. */
-void ProcessGroupBaton::reap() {
-  std::vector<c10::intrusive_ptr<WorkBaton>> dropped;
-  {
-    std::lock_guard<std::mutex> lock(works_mu_);
-    for (auto &kv : outstanding_)
-      if (kv.second.use_count() == 1 && kv.second->order() == Order::kIssue)
-        dropped.push_back(kv.second);
-  }
-  for (auto &w : dropped)
-    w->advance(false, nullptr);
+size_t ProcessGroupBaton::inFlight() {
+  std::lock_guard<std::mutex> lock(works_mu_);
+  return outstanding_.size();
 }
 
 void ProcessGroupBaton::drain() {
@@ -720,8 +806,9 @@ ProcessGroupBaton::_allgather_base(at::Tensor &output, at::Tensor &input,
   });
 }
 
-/* Rank j's block lands in outputs[0][j]: straight there when the outputs lie
- * one after the other, else through a staging buffer. */
+/* Rank j's block lands in outputs[0][j]: straight there, by allgather when
+ * the outputs lie one after the other, else by allgatherv at each output's
+ * displacement; through a staging buffer only when they overlap. */
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupBaton::allgather(std::vector<std::vector<at::Tensor>> &outputs,
                              std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &opts) {
@@ -737,20 +824,30 @@ ProcessGroupBaton::allgather(std::vector<std::vector<at::Tensor>> &outputs,
               in.numel());
   auto w = work(OpType::ALLGATHER, m, Order::kIssue, {in}, outs, opts.timeout);
   size_t block = in.nbytes();
-  void *recv;
   if (run(outs, block) && apartOrAt(in, bytes(outs[0]), block, size_, rank_)) {
-    recv = outs[0].data_ptr();
-  } else {
-    at::Tensor flat = stage(block * size_);
-    w->staging.push_back(flat);
-    w->copy_out = [outs, flat, block] {
-      for (size_t j = 0; j < outs.size(); j++)
-        copyBytes(outs[j].data_ptr(), bytes(flat) + j * block, block);
-    };
-    recv = flat.data_ptr();
+    return post(w, [&](baton_request_t **r) {
+      return baton_iallgather(in.data_ptr(), outs[0].data_ptr(), count(in), dt, comm_, r);
+    });
   }
+  std::vector<Block> blocks = blocksOf(outs), all = blocks;
+  if (bytes(in) != bytes(outs[rank_])) /* else in place: baton's rule for allgatherv */
+    all.push_back({bytes(in), block});
+  if (disjoint(all)) {
+    w->counts.assign(2 * static_cast<size_t>(size_), block);
+    size_t *counts = w->counts.data(), *displs = counts + size_;
+    char *base = displace(blocks, displs);
+    return post(w, [&](baton_request_t **r) {
+      return baton_iallgatherv(in.data_ptr(), block, base, counts, displs, BATON_UINT8, comm_, r);
+    });
+  }
+  at::Tensor flat = stage(block * size_); /* outputs that overlap: copied out in order */
+  w->staging.push_back(flat);
+  w->copy_out = [outs, flat, block] {
+    for (size_t j = 0; j < outs.size(); j++)
+      copyBytes(outs[j].data_ptr(), bytes(flat) + j * block, block);
+  };
   return post(w, [&](baton_request_t **r) {
-    return baton_iallgather(in.data_ptr(), recv, count(in), dt, comm_, r);
+    return baton_iallgather(in.data_ptr(), flat.data_ptr(), count(in), dt, comm_, r);
   });
 }
 
@@ -990,9 +1087,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBaton::alltoall_base(
   });
 }
 
-/* inputs[q] goes to rank q, outputs[q] comes from it: the inputs packed now
- * into one staging buffer, moved by one baton_ialltoallv of bytes into
- * another, copied into the outputs on completion. */
+/* inputs[q] goes to rank q, outputs[q] comes from it: one baton_ialltoallv
+ * of bytes straight between them, each block at its displacement from the
+ * lowest; where they overlap, the inputs packed now into one staging
+ * buffer, moved into another, copied into the outputs on completion. */
 c10::intrusive_ptr<c10d::Work> ProcessGroupBaton::alltoall(std::vector<at::Tensor> &outputs,
                                                            std::vector<at::Tensor> &inputs,
                                                            const c10d::AllToAllOptions &opts) {
@@ -1016,6 +1114,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBaton::alltoall(std::vector<at::Tenso
   TORCH_CHECK(sc[rank_] == rc[rank_], "baton alltoall: input_tensor_list[", rank_, "] has ",
               inputs[rank_].numel(), " elements but output_tensor_list[", rank_, "] ",
               outputs[rank_].numel(), "; this rank's block to itself must fit");
+  std::vector<Block> ins = blocksOf(inputs), outs = blocksOf(outputs), all = ins;
+  all.insert(all.end(), outs.begin(), outs.end());
+  if (disjoint(all)) { /* straight between the caller's tensors */
+    char *sbase = displace(ins, sd), *rbase = displace(outs, rd);
+    return post(w, [&](baton_request_t **r) {
+      return baton_ialltoallv(sbase, sc, sd, rbase, rc, rd, BATON_UINT8, comm_, r);
+    });
+  }
   at::Tensor send = stage(sent), recv = stage(received);
   for (int q = 0; q < size_; q++)
     copyBytes(bytes(send) + sd[q], inputs[q].data_ptr(), sc[q]);

@@ -7,14 +7,20 @@
  *  - a *work* is one torch call in flight: one baton request, the tensors it
  *    reads and writes (kept alive until it completes), and where torch's
  *    layout is not baton's (a list of tensors where baton wants one buffer),
- *    a *staging* buffer made once per call and the *copy-out* that moves the
- *    result from it into the caller's tensors on completion;
+ *    a *staging* buffer leased from the group's pool for the call and the
+ *    *copy-out* that moves the result from it into the caller's tensors on
+ *    completion;
  *  - a work is *claimed* by the one thread that drives its request
  *    (baton_wait or baton_test may be called once per request, and frees
  *    it); every other thread that wants it done waits for that one;
  *  - a *completer* is a thread of the process group that drives the works
  *    whose future was asked for, so that the future completes although
- *    nobody calls wait() (DDP's reducer only ever waits on the future).
+ *    nobody calls wait() (DDP's reducer only ever waits on the future),
+ *    and the *dropped* works, which torch let go of before they completed
+ *    (async_op=True and no wait), so that each is freed, with its tensors
+ *    and staging, when its request completes;
+ *  - a *handle* (WorkHandle) is what torch holds of a work: when torch lets
+ *    go of the last one, the work is dropped.
  */
 #pragma once
 
@@ -22,6 +28,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -75,6 +82,10 @@ public:
    * Never throws; the error, if any, stays for wait() and the future. */
   bool advance(bool block, const std::chrono::steady_clock::time_point *deadline);
 
+  /* Torch let go of it (~WorkHandle): a work not yet completed goes to a
+   * completer, which frees it when it completes. */
+  void drop();
+
   Order order() const { return order_; }
   const char *name() const { return name_; }
 
@@ -100,6 +111,28 @@ private:
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+/* What post() returns to torch: each call goes to the work, and the last
+ * reference's end drops it. The work itself is held by the group until it
+ * completes, and by its completer. */
+class WorkHandle : public c10d::Work {
+public:
+  WorkHandle(c10::intrusive_ptr<WorkBaton> work, int rank)
+      : c10d::Work(rank, work->retrieveOpType()), work_(std::move(work)) {}
+  ~WorkHandle() override { work_->drop(); }
+
+  bool isCompleted() override { return work_->isCompleted(); }
+  bool isSuccess() const override { return work_->isSuccess(); }
+  std::exception_ptr exception() const override { return work_->exception(); }
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override {
+    return work_->wait(timeout);
+  }
+  std::vector<at::Tensor> result() override { return work_->result(); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return work_->getFuture(); }
+
+private:
+  c10::intrusive_ptr<WorkBaton> work_;
+};
+
 /* One thread that completes the works handed to it (see Order). Started by
  * the first work; stop() returns once it has drained what it holds. */
 class Completer {
@@ -120,6 +153,33 @@ private:
   std::deque<c10::intrusive_ptr<WorkBaton>> queue_;
   bool stop_ = false;
   std::thread thread_;
+};
+
+/* The staging buffers of one group, kept from call to call: a buffer is
+ * leased to one work at a time as a byte tensor and comes back to the pool
+ * when the last copy of that tensor goes (the work let go of it when it
+ * completed); a lease finds the smallest free buffer that is large enough,
+ * else grows a free one to the size asked (its pages touched then, so that
+ * no later call pays their faults), else adds one, up to kMost. Past kMost
+ * buffers leased at once a call gets a buffer of its own, freed with it. A
+ * lease holds the pool, so the pool outlives every buffer it lent. */
+class StagingPool : public std::enable_shared_from_this<StagingPool> {
+public:
+  static constexpr size_t kMost = 4;
+  StagingPool() { buffers_.reserve(kMost); }
+  ~StagingPool();
+  at::Tensor lease(size_t nbytes);
+
+private:
+  struct Buffer {
+    void *at = nullptr;
+    size_t cap = 0;
+    bool leased = false;
+  };
+  void giveBack(void *at);
+
+  std::mutex mu_;
+  std::vector<Buffer> buffers_;
 };
 
 /* The adapter between baton_kv_t and the group's c10d::Store. */
@@ -185,6 +245,7 @@ public:
   std::string failure(const char *what, int rc);      /* the error text of a failed call */
   void retire(WorkBaton *work);                       /* it completed: stop tracking it */
   void watch(const c10::intrusive_ptr<WorkBaton> &w); /* complete it without a wait() */
+  size_t inFlight();                                  /* works issued and not completed */
 
 private:
   c10::intrusive_ptr<WorkBaton> work(c10d::OpType type, const char *name, Order order,
@@ -193,8 +254,8 @@ private:
                                      std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Work> post(c10::intrusive_ptr<WorkBaton> w,
                                       const std::function<int(baton_request_t **)> &call);
-  void reap();
   void drain();
+  at::Tensor stage(size_t nbytes) { return staging_->lease(nbytes); }
   std::vector<at::Tensor> rootList(const char *m, const char *name,
                                    std::vector<std::vector<at::Tensor>> &lists, int root,
                                    const char *likeName, const at::Tensor &like) const;
@@ -205,6 +266,7 @@ private:
    * DDP's reducer may call from autograd's threads: every issue, and every
    * read of baton_comm_last_error(), holds this. */
   std::mutex issue_mu_;
+  std::shared_ptr<StagingPool> staging_ = std::make_shared<StagingPool>();
   std::mutex works_mu_;
   std::unordered_map<WorkBaton *, c10::intrusive_ptr<WorkBaton>> outstanding_;
   Completer in_order_{Order::kIssue};
