@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bench/alternate.sh - one size of allreduce, alternating between builds:
+# R rounds, each running every TREE's baton-bench once in turn, then the
+# median, lowest and highest time of each build (out of place, in place).
+# Short single-size runs repeated many times tell a few percent apart where
+# the sweep of compare-shm.sh (-n 20 per size) cannot.
+#
+#   bench/alternate.sh [-n RANKS] [-b SIZE] [-i ITERS] ROUNDS TREE...
+#   bench/alternate.sh 10 . "$(bench/baseline.sh f1cff54)"
+#
+# Each TREE is a built baton checkout (TREE/build/bin/baton-run and
+# baton-bench). Take /tmp/baton-bench.lock first if other benchmarks may run.
+set -euo pipefail
+ranks=2 size=8 iters=100000
+while getopts n:b:i: o; do
+  case $o in
+  n) ranks=$OPTARG ;;
+  b) size=$OPTARG ;;
+  i) iters=$OPTARG ;;
+  *) sed -n 2,13p "$0" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 2 ] || { sed -n 2,13p "$0" >&2; exit 2; }
+rounds=$1
+shift
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT
+for ((i = 0; i < rounds; i++)); do
+  for t in "$@"; do
+    line=$(cd "$t" && build/bin/baton-run -n "$ranks" -- build/bin/baton-bench -b "$size" -e "$size" \
+      -w $((iters / 50 + 1)) -n "$iters" | awk '$1 ~ /^[0-9]+$/ {print $6, $10; exit}')
+    [ -n "$line" ] || { echo "alternate.sh: no result from $t" >&2; exit 1; }
+    echo "$t $line" | tee -a "$raw"
+  done
+done
+python3 - "$raw" <<'PY'
+import collections, statistics, sys
+runs = collections.OrderedDict()
+for line in open(sys.argv[1]):
+    tree, oop, inp = line.split()
+    runs.setdefault(tree, ([], []))[0].append(float(oop))
+    runs[tree][1].append(float(inp))
+print("%-40s %s" % ("build", "out of place: median (low-high) us | in place"))
+for tree, (a, b) in runs.items():
+    print("%-40s %.3f (%.2f-%.2f) | %.3f (%.2f-%.2f)" % (tree, statistics.median(a), min(a), max(a),
+                                                        statistics.median(b), min(b), max(b)))
+PY
