@@ -334,17 +334,22 @@ static const baton__algo_t *choose(baton_comm_t *comm, const baton__call_args_t 
   return baton__select(comm, a->coll, a->coll == BATON__COLL_ALLTOALLV ? 0 : a->count, es);
 }
 
+/* Whether a call's plan may serve the next equal call: not where the
+ * input or output is placed anew every call (the v-variants' counts, a
+ * staged input, the barrier's bytes) or the call is a setup's. */
+static int reusable(const baton__call_args_t *a) {
+  return !a->counts && !a->stage && !a->setup && a->coll != BATON__COLL_BARRIER;
+}
+
 /* Whether args ask exactly what c ran last (a training loop's or a
  * benchmark's run of equal calls): its algorithm (the selection depends
  * on nothing else), signature but for the number, schedule, layout,
- * scratch and segments all stay as they are. Not for what places the
- * input or output anew every call: the v-variants' counts, a staged
- * input, the barrier's bytes. */
+ * scratch and segments all stay as they are. */
 static int repeats(const baton__call_t *c, const baton__call_args_t *a) {
   const baton__call_args_t *p = &c->args;
-  return c->repeatable && a->coll == p->coll && a->count == p->count && a->dtype == p->dtype &&
-         a->op == p->op && a->root == p->root && a->sendbuf == p->sendbuf &&
-         a->recvbuf == p->recvbuf && !a->counts && !a->stage && !a->setup;
+  return c->repeatable && reusable(a) && a->coll == p->coll && a->count == p->count &&
+         a->dtype == p->dtype && a->op == p->op && a->root == p->root && a->sendbuf == p->sendbuf &&
+         a->recvbuf == p->recvbuf;
 }
 
 /* The algorithm, number and signature of a call; 0, or no algorithm. */
@@ -390,8 +395,7 @@ static int lay_out(baton__call_t *c, int again) {
   } else if (!(rc = plan(c)) && !(rc = place(c))) {
     baton__exec_prepare(c);
     c->peers_known = 0;
-    c->repeatable = !args->counts && !args->stage && !args->setup &&
-                    args->coll != BATON__COLL_BARRIER && c->planned.valid;
+    c->repeatable = reusable(args) && c->planned.valid;
   }
   if (!rc && c->t0)
     for (int i = 0; i < c->sched.cap; i++)
