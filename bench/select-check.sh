@@ -2,11 +2,11 @@
 # bench/select-check.sh - issue 4's selection target: at every size, the
 # automatic choice is within 10% of the best forced algorithm.
 #
-#   bench/select-check.sh [--part shm4|cluster4|all] [-c COLL[,COLL...]]
+#   bench/select-check.sh [--part shm2|shm4|cluster4|all] [-c COLL[,COLL...]]
 #                         [-b MIN] [-e MAX] [-f F] [-w W] [-n N] [--reps R]
 #                         [--inplace] [--tune] [--rate RATE] [--cap ALGO=MAX]...
 #
-# For each part (shm4: 4 ranks on shared memory; cluster4: 4 emulated hosts
+# For each part (shm2, shm4: 2 or 4 ranks on shared memory; cluster4: 4 emulated hosts
 # of scripts/cluster.sh, one rank each, links of RATE, default 1gbit) and
 # each collective (default allreduce): baton-bench sweeps the sizes
 # (default 8 B..128 MiB, x4) once for each algorithm baton has for the
@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
   *) usage ;;
   esac
 done
-case $PART in shm4 | cluster4 | all) ;; *) echo "select-check.sh: --part shm4, cluster4 or all, not '$PART'" >&2; exit 2 ;; esac
+case $PART in shm2 | shm4 | cluster4 | all) ;; *) echo "select-check.sh: --part shm2, shm4, cluster4 or all, not '$PART'" >&2; exit 2 ;; esac
 for b in baton-run baton-bench baton-viz baton-tune; do
   [ -x "$BUILD/bin/$b" ] || { echo "select-check.sh: $BUILD/bin/$b is missing: run make" >&2; exit 1; }
 done
@@ -65,6 +65,7 @@ ARGS=(-c "$COLLS" -b "$MINB" -e "$MAXB" -f "$FACTOR" -w "$WARM" -n "$ITERS" --re
 for c in ${CAPS[@]+"${CAPS[@]}"}; do ARGS+=(--cap "$c"); done
 
 if [ "$PART" = all ]; then
+  bash "$0" --part shm2 "${ARGS[@]}"
   bash "$0" --part shm4 "${ARGS[@]}"
   bash "$0" --part cluster4 --rate "$RATE" "${ARGS[@]}"
   exit 0
@@ -77,8 +78,8 @@ tmp=$(mktemp -d /tmp/baton-select-check.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 # launch PROG ARGS...: 4 ranks of this part.
 launch() {
-  if [ "$PART" = shm4 ]; then
-    "$BUILD/bin/baton-run" -n 4 --timeout 900 -- "$@"
+  if [ "$PART" != cluster4 ]; then
+    "$BUILD/bin/baton-run" -n "${PART#shm}" --timeout 900 -- "$@"
   else
     scripts/cluster.sh launch -n 4 --ppn 1 --timeout 900 -- "$@"
   fi
@@ -103,6 +104,7 @@ sweep_of() {
 }
 
 for coll in ${COLLS//,/ }; do
+  rm -f "$tmp"/time.* "$tmp"/pick.* # the last collective's
   algos=$("$BUILD/bin/baton-viz" --list | awk -v c="$coll" '$1 == c {print $2}')
   [ -n "$algos" ] || { echo "select-check.sh: baton has no algorithm for '$coll'" >&2; exit 2; }
   # What each run picks, per size: "bytes algo", from rank 0's INFO lines.

@@ -12,17 +12,15 @@
  * The costs (select.h): one line per kind of link. The slowest link paces
  * a collective, so a communicator with any TCP link is priced with TCP's
  * costs; else the ring with the shared-memory ring channels' and the other
- * algorithms with the pair channels'. When a host runs more ranks than it
- * has cores, every message may wait for the scheduler and the copies share
- * the cores: alpha grows by `oversub` for each rank per core beyond one,
- * gamma in proportion to the ranks per core, and beta too once a message is
- * larger than a core's L2 cache (rank 0's, shared like the costs): below
- * that a rank's copies run while its core-mate waits for a hand-off, and
- * the measured per-byte slopes with 2 ranks per core are those of 1 (rd at
- * 8-128 KiB on 4 ranks, 2 cores); above it the copies share the memory bus
- * and the slopes double (the ring and rhd from 2 MiB). flat's copies all
- * run at once, with nobody waiting, so its beta grows at every size. The
- * formulas are
+ * algorithms with the pair channels' (an allgather of two ranks, all of
+ * whose bytes cross the ring's channel, with the ring's beta: decide()). When a host runs more
+ * ranks than it has cores, every message may wait for the scheduler and the copies share the cores:
+ * alpha grows by `oversub` for each rank per core beyond one, gamma in proportion to the ranks per
+ * core, and beta too once a message is larger than a core's L2 cache (rank 0's, shared like the
+ * costs): below that a rank's copies run while its core-mate waits for a hand-off, and the measured
+ * per-byte slopes with 2 ranks per core are those of 1 (rd at 8-128 KiB on 4 ranks, 2 cores); above
+ * it the copies share the memory bus and the slopes double (the ring and rhd from 2 MiB). flat's
+ * copies all run at once, with nobody waiting, so its beta grows at every size. The formulas are
  * the textbook's; baton__select_predict adds what this executor pays on
  * top (its rounds, hier's fold).
  *
@@ -461,6 +459,19 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
       link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes, HUGE_VAL);
   in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
                       (double)comm->stream_slot_bytes, bytes);
+  /* Two ranks have one peer each, which every algorithm reaches over the
+   * ring's channel (baton__shm_conn_to): an allgather's bytes, only
+   * copied, cost what they cost the ring. With the pair channels' beta, rd
+   * took allgather from 32 KiB up at N=2, where the ring is as fast and in
+   * place 1.1-1.3x faster from 2 MiB (bench/select-check.sh --part shm2
+   * -c allgather, docs/performance.md "Issue 20"). The reducing
+   * collectives keep the pair's costs: there rhd runs 1.15-1.5x faster than
+   * the ring at N=2 from 128 KiB, which the two formulas do not tell apart
+   * and the pair's lower beta stands for. */
+  int copies_only = comm->size == 2 && !s->tcp &&
+                    (coll == BATON__COLL_ALLGATHER || coll == BATON__COLL_ALLGATHERV);
+  if (copies_only)
+    in.pair.beta = in.ring.beta;
   in.local = link_cost(s, BATON__LINK_PAIR, (double)comm->stream_slot_bytes, bytes);
   in.ring_piece = baton__select_piece(comm, 1);
   in.pair_piece = baton__select_piece(comm, 0);

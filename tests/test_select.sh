@@ -8,6 +8,8 @@
 #    with BATON_ALGO=ring the line says the choice was forced;
 #  - BATON_ALGO=allreduce:flat over TCP says once why flat cannot serve and
 #    the calls still run;
+#  - at N=2 an allgather of 2 MiB is priced with the ring channel's beta
+#    for every algorithm, so the ring, not rd, is picked;
 #  - baton-tune writes a tune file that init then reads (rank 0 says so at
 #    INFO), and a malformed tune file is a WARN naming the line, not a
 #    failure.
@@ -58,6 +60,16 @@ BATON_ALGO=ring BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL "$RUN" -n 2 "$BENCH" -b
   -n 2 >"$tmp/forced" 2>&1 || fail "BATON_ALGO=ring run failed"
 if grep -Eq "allreduce 1024 B on 2 ranks \(shm\): .* -> ring \(BATON_ALGO\)" "$tmp/forced"; then ok; else
   fail "BATON_ALGO=ring: no forced decision line: $(grep 'on 2 ranks' "$tmp/forced" | head -2)"
+fi
+
+# At N=2 every algorithm reaches the one peer over the ring's channel, so
+# rd's allgather is priced with the ring's beta and, with its extra rounds,
+# is not picked over the ring (the pair channels' beta made rd win from 32
+# KiB). Built-in costs: a tune file that does not exist.
+BATON_TUNE_FILE=$tmp/none BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL "$RUN" -n 2 "$BENCH" \
+  -c allgather -b 2M -e 2M -w 1 -n 1 >"$tmp/ag2" 2>&1 || fail "allgather 2 MiB run failed"
+if grep -Eq "allgather 2097152 B on 2 ranks \(shm\): ring .* -> ring$" "$tmp/ag2"; then ok; else
+  fail "N=2 allgather 2 MiB: want ring first: $(grep 'on 2 ranks' "$tmp/ag2" | head -1)"
 fi
 
 # Flat cannot run over TCP: said once per collective, and the calls run.
