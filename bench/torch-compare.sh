@@ -72,6 +72,11 @@ done
 for p in $PARTS; do
   case "$p" in shm2|shm4|cluster4|ddp|ddp-cluster4) ;; *) die "--parts: unknown part '$p'" ;; esac
 done
+for c in ${COLLS//,/ }; do
+  case "$c" in allreduce|allgather|reduce_scatter|broadcast|alltoall|allgather_base) ;;
+    *) die "--colls: unknown collective '$c' (allreduce, allgather, reduce_scatter, broadcast, alltoall, allgather_base)" ;;
+  esac
+done
 [[ "$STEPS" =~ ^[0-9]+$ ]] && [ "$STEPS" -ge 3 ] || die "--steps $STEPS: 3 or more"
 [[ "$REPS" =~ ^[1-9][0-9]*$ ]] || die "--reps $REPS: a whole number"
 BATON_RUN=$BUILD/bin/baton-run

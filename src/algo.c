@@ -40,7 +40,7 @@ static const baton__algo_t algos[] = {
     ALGO("flat", "one rendezvous through the host's shared-memory mailboxes: small messages",
          FLAT_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX, 0, "ring", flat),
     ALGO("pairwise", "alltoall(v) in N-1 steps, each rank sending one block and receiving one",
-         BIT(ALLTOALL) | BIT(ALLTOALLV), 0, 0, "ring", pairwise),
+         BIT(ALLTOALL) | BIT(ALLTOALLV), BATON__ALGO_ONE_BLOCK, 0, "ring", pairwise),
     ALGO("tree", "binomial tree: log2(N) steps of the whole message", TREE_COLLS, 0,
          BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER), "tree", tree),
     ALGO("naive", "everything through one rank: the baseline", NAIVE_COLLS, 0, 0, "tree", naive),

@@ -26,6 +26,10 @@ enum {
    * one rank, one without its selection state) and whose times baton-tune
    * fits the ring's links to: the ring. One row has it. */
   BATON__ALGO_DEFAULT = 1u << 3,
+  /* Each of its messages is one chunk, and in one round a rank sends any
+   * peer at most one (pairwise): a round's piece of a chunk may fill the
+   * half channel that otherwise a message of N chunks' pieces must fit. */
+  BATON__ALGO_ONE_BLOCK = 1u << 4,
 };
 
 /* An algorithm's cost for one collective (model.h): the formula as

@@ -249,10 +249,11 @@ void baton__exec_prepare(baton__call_t *c) {
       c->x.piece = c->x.seg * window;
     } else {
       /* Segments small enough for every connection; a message of up to N
-       * chunks fits in half a channel. The same on every rank, as the
-       * pieces must be. */
+       * chunks (of one, BATON__ALGO_ONE_BLOCK) fits in half a channel. The
+       * same on every rank, as the pieces must be. */
+      size_t share = c->algo->traits & BATON__ALGO_ONE_BLOCK ? 1 : (size_t)comm->size;
       c->x.seg = comm->stream_slot_bytes / es;
-      c->x.piece = c->x.seg * window / (size_t)comm->size;
+      c->x.piece = c->x.seg * window / share;
       c->x.piece = c->x.piece ? c->x.piece : 1;
     }
     c->planned.big = c->x.maxlen * es * (size_t)comm->size >= comm->params.stream_bytes;

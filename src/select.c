@@ -229,7 +229,9 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
   int ring_links = (algo->traits & BATON__ALGO_RING_LINKS) != 0, ring = ring_links && !flat;
   int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
   const baton__cost_t *c = flat ? &in->flat : ring_links ? &in->ring : &in->pair;
-  double piece = ring_links ? in->ring_piece : in->pair_piece;
+  double piece = ring_links                             ? in->ring_piece
+                 : algo->traits & BATON__ALGO_ONE_BLOCK ? in->pair_piece * in->size
+                                                        : in->pair_piece;
   double t = baton__model_time(algo, coll, in->size, bytes, c);
   if (t > 0 && (algo->traits & BATON__ALGO_HOST_LEADERS)) {
     /* Its formula counts the fold and unfold inside a host as reductions
