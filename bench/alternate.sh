@@ -45,6 +45,9 @@ for ((i = 0; i < rounds; i++)); do
     *) cmd=("$t/build/bin/baton-run" -n "$ranks" -- "$t/build/bin/baton-bench") ;;
     esac
     [ "$t" = ompi ] && [ "$(id -u)" = 0 ] && cmd=("${cmd[0]}" --allow-run-as-root "${cmd[@]:1}")
+    # More ranks than cores: Open MPI's own switches for it, as bench/compare.sh.
+    [ "$t" = ompi ] && [ "$ranks" -gt "$(nproc)" ] &&
+      cmd=("${cmd[0]}" --oversubscribe --mca mpi_yield_when_idle 1 "${cmd[@]:1}")
     line=$("${cmd[@]}" "${args[@]}" | awk '$1 ~ /^[0-9]+$/ {print $6, $12; exit}')
     [ -n "$line" ] || { echo "alternate.sh: no result from $t" >&2; exit 1; }
     echo "$t $line" | tee -a "$raw"

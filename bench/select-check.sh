@@ -2,11 +2,11 @@
 # bench/select-check.sh - issue 4's selection target: at every size, the
 # automatic choice is within 10% of the best forced algorithm.
 #
-#   bench/select-check.sh [--part shm2|shm4|cluster4|all] [-c COLL[,COLL...]]
+#   bench/select-check.sh [--part shmN|cluster4|all] [-c COLL[,COLL...]]
 #                         [-b MIN] [-e MAX] [-f F] [-w W] [-n N] [--reps R]
 #                         [--inplace] [--tune] [--rate RATE] [--cap ALGO=MAX]...
 #
-# For each part (shm2, shm4: 2 or 4 ranks on shared memory; cluster4: 4 emulated hosts
+# For each part (shmN: N ranks on shared memory, all: shm2, shm4, cluster4; cluster4: 4 emulated hosts
 # of scripts/cluster.sh, one rank each, links of RATE, default 1gbit) and
 # each collective (default allreduce): baton-bench sweeps the sizes
 # (default 8 B..128 MiB, x4) once for each algorithm baton has for the
@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
   *) usage ;;
   esac
 done
-case $PART in shm2 | shm4 | cluster4 | all) ;; *) echo "select-check.sh: --part shm2, shm4, cluster4 or all, not '$PART'" >&2; exit 2 ;; esac
+case $PART in shm[1-9] | cluster4 | all) ;; *) echo "select-check.sh: --part shmN (N ranks, 1-9), cluster4 or all, not '$PART'" >&2; exit 2 ;; esac
 for b in baton-run baton-bench baton-viz baton-tune; do
   [ -x "$BUILD/bin/$b" ] || { echo "select-check.sh: $BUILD/bin/$b is missing: run make" >&2; exit 1; }
 done
