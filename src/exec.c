@@ -94,7 +94,7 @@ static int for_each_box_span(baton__call_t *c, int i_step, int input, box_fn fn)
 
 static int put_span(baton__call_t *c, const baton__step_t *st, int first, size_t n) {
   if ((c->layout.box_off[first] + n) * c->elsize > c->comm->box_room)
-    return fail_at(c, st, BATON_EUSAGE, "the message does not fit in a mailbox");
+    return baton__step_fail(c, st, BATON_EUSAGE, "the message does not fit in a mailbox");
   memcpy(box_ptr(c, c->comm->rank, first), in_ptr(c, first, 0), n * c->elsize);
   return 0;
 }
@@ -112,7 +112,7 @@ static int mailbox_put(baton__call_t *c, int i) {
   const baton__net_t *host = comm->host_net;
   rc = host->ops->arrive(host->impl, c->rendezvous, &c->sig, comm->params.timeout_s, why,
                          sizeof why);
-  return rc ? fail_at(c, st, rc, why) : 0;
+  return rc ? baton__step_fail(c, st, rc, why) : 0;
 }
 
 /* WORK = the span of rank recv_peer's mailbox (MAILBOX_COPY), or of every
@@ -199,7 +199,7 @@ static int run_step(baton__call_t *c, int i) {
     return c->one_span[i] >= 0 ? read_span(c, st, c->one_span[i], c->span_elems[i])
                                : for_each_box_span(c, i, 0, read_span);
   default:
-    return fail_at(c, st, BATON_EINTERNAL, "a step of unknown kind");
+    return baton__step_fail(c, st, BATON_EINTERNAL, "a step of unknown kind");
   }
 }
 

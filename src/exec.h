@@ -52,9 +52,6 @@ static inline const char *src_ptr(const baton__call_t *c, const baton__step_t *s
 }
 
 int baton__step_fail(baton__call_t *c, const baton__step_t *st, int rc, const char *why);
-static inline int fail_at(baton__call_t *c, const baton__step_t *st, int rc, const char *why) {
-  return baton__step_fail(c, st, rc, why);
-}
 static inline int conn_fail(baton__call_t *c, const baton__step_t *st, int rc,
                             baton__conn_t *conn) {
   return baton__step_fail(c, st, rc, conn->why);
