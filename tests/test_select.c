@@ -43,13 +43,16 @@ static baton__select_in_t costs(int n, double alpha, double beta, int flat_fits)
 /* The model's time for algo, priced as select.c must: the ring with the
  * ring's costs, flat with its own, the others with the pair channels'; a chunk (the
  * buffer for broadcast and reduce, else 1/N of it) of R pieces pays the
- * messages' latency R - 1 more times, except for flat and the chain. */
+ * messages' latency R - 1 more times, except for flat and the chain; a
+ * pairwise piece is N pair shares (exec.c, BATON__ALGO_ONE_BLOCK). */
 static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton__coll_t coll,
                      double bytes) {
   int flat = strcmp(a->name, "flat") == 0, ring = strcmp(a->name, "ring") == 0;
   int rooted = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
   const baton__cost_t *c = flat ? &in->flat : ring ? &in->ring : &in->pair;
   double piece = ring || flat ? in->ring_piece : in->pair_piece;
+  if (strcmp(a->name, "pairwise") == 0) /* one block a message, one per peer: N times a share */
+    piece *= in->size;
   double t = baton__model_time(a, coll, in->size, bytes, c);
   if (t > 0 && strcmp(a->name, "hier") == 0) { /* the fold and unfold inside a host */
     const baton__cost_t *l = in->tcp_inside ? c : &in->local;
