@@ -2,12 +2,12 @@
 # bench/select-check.sh - issue 4's selection target: at every size, the
 # automatic choice is within 10% of the best forced algorithm.
 #
-#   bench/select-check.sh [--part shmN|cluster4|all] [-c COLL[,COLL...]]
+#   bench/select-check.sh [--part shmN|clusterN|all] [-c COLL[,COLL...]]
 #                         [-b MIN] [-e MAX] [-f F] [-w W] [-n N] [--reps R]
 #                         [--inplace] [--tune] [--rate RATE] [--cap ALGO=MAX]...
 #
-# For each part (shmN: N ranks on shared memory, all: shm2, shm4, cluster4; cluster4: 4 emulated hosts
-# of scripts/cluster.sh, one rank each, links of RATE, default 1gbit) and
+# For each part (shmN: N ranks on shared memory; clusterN: N emulated hosts
+# of scripts/cluster.sh, one rank each, N 2-9; all: shm2, shm4, cluster4; links of RATE, default 1gbit) and
 # each collective (default allreduce): baton-bench sweeps the sizes
 # (default 8 B..128 MiB, x4) once for each algorithm baton has for the
 # collective (baton-viz --list), forced with -a, and once with the
@@ -27,7 +27,7 @@
 # show "-"), for a quick look: naive on the emulated cluster pushes all
 # of a large buffer through one host's link, 7 s per call at 128 MiB.
 # The table says which algorithms were cut.
-# cluster4 needs root and iproute2. Run `make` first.
+# clusterN needs root and iproute2. Run `make` first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
   *) usage ;;
   esac
 done
-case $PART in shm[1-9] | cluster4 | all) ;; *) echo "select-check.sh: --part shmN (N ranks, 1-9), cluster4 or all, not '$PART'" >&2; exit 2 ;; esac
+case $PART in shm[1-9] | cluster[2-9] | all) ;; *) echo "select-check.sh: --part shmN (N ranks, 1-9), clusterN (N hosts, 2-9) or all, not '$PART'" >&2; exit 2 ;; esac
 for b in baton-run baton-bench baton-viz baton-tune; do
   [ -x "$BUILD/bin/$b" ] || { echo "select-check.sh: $BUILD/bin/$b is missing: run make" >&2; exit 1; }
 done
@@ -70,18 +70,18 @@ if [ "$PART" = all ]; then
   bash "$0" --part cluster4 --rate "$RATE" "${ARGS[@]}"
   exit 0
 fi
-if [ "$PART" = cluster4 ] && [ "$INSIDE" = 0 ]; then
-  exec scripts/cluster.sh with 4 --rate "$RATE" -- bash "$0" --part cluster4 "${ARGS[@]}" --inside
+if [ "${PART#cluster}" != "$PART" ] && [ "$INSIDE" = 0 ]; then
+  exec scripts/cluster.sh with "${PART#cluster}" --rate "$RATE" -- bash "$0" --part "$PART" "${ARGS[@]}" --inside
 fi
 
 tmp=$(mktemp -d /tmp/baton-select-check.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-# launch PROG ARGS...: 4 ranks of this part.
+# launch PROG ARGS...: the ranks of this part.
 launch() {
-  if [ "$PART" != cluster4 ]; then
+  if [ "${PART#shm}" != "$PART" ]; then
     "$BUILD/bin/baton-run" -n "${PART#shm}" --timeout 900 -- "$@"
   else
-    scripts/cluster.sh launch -n 4 --ppn 1 --timeout 900 -- "$@"
+    scripts/cluster.sh launch -n "${PART#cluster}" --ppn 1 --timeout 900 -- "$@"
   fi
 }
 if [ "$TUNE" = 1 ]; then

@@ -50,6 +50,9 @@ static const baton__algo_t algos[] = {
          BIT(REDUCE_SCATTER) | BIT(REDUCE_SCATTERV), "ring", rhd),
     ALGO("rd", "recursive doubling: log2(N) steps of the whole message, small messages", RD_COLLS,
          0, 0, "ring", rd),
+    ALGO("dbtree",
+         "double binary tree: two pipelined trees, each rank a leaf in one, 2 log2(N) levels",
+         BIT(ALLREDUCE), 0, 0, "tree", dbtree),
 };
 
 const baton__algo_t *baton__algos(int *n) {

@@ -91,5 +91,7 @@ int baton__rhd_build(baton__sched_t *s, const baton__build_t *b);
 int baton__rhd_max_steps(int size);
 int baton__rd_build(baton__sched_t *s, const baton__build_t *b);
 int baton__rd_max_steps(int size);
+int baton__dbtree_build(baton__sched_t *s, const baton__build_t *b);
+int baton__dbtree_max_steps(int size);
 
 #endif /* BATON_ALGO_H */

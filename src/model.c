@@ -34,6 +34,7 @@
  * chunk of the others' (K/N), allgather copies its block in (K/N) and all
  * N out (K), broadcast the root's K in and out.
  */
+
 #include "model.h"
 
 /* No libm: the library links only libc and pthreads. */
@@ -87,6 +88,11 @@ FN(ar_rhd,
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
 FN(ar_flat, A + 2 * B + (n - 1) * G)
+/* dbtree: two binary trees of depth L, each carrying K/2 as one run: up
+ * and down is 2L levels; every rank sends about 2K and reduces about K. The
+ * executor's rounds (a piece of every chunk each) pipeline the levels,
+ * which baton__select_predict adds. */
+FN(ar_dbtree, 2 * lg(n) * A + 2 * B + G)
 /* hier: the leaders' ring over H hosts; the shared-memory fold and unfold
  * inside a host are counted as the leader's extra reductions only. */
 static double hosts_of(int n, const baton__cost_t *c) {
@@ -175,6 +181,10 @@ const baton__cost_row_t baton__rhd_costs[BATON__COLL_COUNT] = {
     COST(ALLREDUCE, "2 log2(P) a + 2(P-1)/P Kb + (P-1)/P Kg [+ fold: 2a + 2Kb + Kg]", ar_rhd),
     COST(REDUCE_SCATTER, "log2(P) a + (P-1)/P K(b + g) [+ fold: 2a + Kb + Kb/N + Kg]", rs_rhd),
     COST(REDUCE_SCATTERV, "log2(P) a + (P-1)/P K(b + g) [+ fold: 2a + Kb + Kb/N + Kg]", rs_rhd),
+};
+
+const baton__cost_row_t baton__dbtree_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2L a + 2Kb + Kg", ar_dbtree),
 };
 
 const baton__cost_row_t baton__rd_costs[BATON__COLL_COUNT] = {

@@ -498,13 +498,14 @@ done
 run "test_coll -n 3 --quick BATON_TRANSPORT=tcp BATON_NSOCKS=3 $RING_SMALL" 1 \
   env BATON_TRANSPORT=tcp BATON_NSOCKS=3 $RING_SMALL "$BUILD/bin/baton-run" -n 3 \
   "$BUILD/tests/test_coll" --quick
-# The recursive algorithms, forced (folded pairs at 3 and 5), on shared
+# The recursive algorithms and the double binary tree, forced (folded
+# pairs at 3 and 5), on shared
 # memory and TCP, and with 256-byte segments (many rounds, runs of chunks
 # cut across segments). Then rd's whole-buffer exchange in place over TCP
 # with 16M segments: a message larger than the socket buffers, which must
 # leave before the rank writes over it (exec.c flush_overlap).
 ALGO_SMALL="BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=256 BATON_PAIR_SEGMENT_BYTES=256 BATON_TCP_SEGMENT_BYTES=256"
-for algo in rhd rd; do
+for algo in rhd rd dbtree; do
   for n in 3 4 5 8; do
     run "test_coll -n $n --quick BATON_ALGO=$algo" 1 env BATON_FLAT_BYTES=0 BATON_ALGO=$algo \
       "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick
@@ -518,6 +519,12 @@ for algo in rhd rd; do
     "$BUILD/bin/baton-run" -n 5 "$BUILD/tests/test_coll" --quick
   run "test_coll -n 3 --quick BATON_ALGO=$algo BATON_TRANSPORT=tcp $ALGO_SMALL" 1 env $ALGO_SMALL \
     BATON_ALGO=$algo BATON_TRANSPORT=tcp "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_coll" --quick
+done
+# The double binary tree at the other sizes up to 8 (1 and 2: no inner
+# node; 6 and 7: trees cut short on both sides).
+for n in 1 2 6 7; do
+  run "test_coll -n $n --quick BATON_ALGO=dbtree" 1 env BATON_FLAT_BYTES=0 BATON_ALGO=dbtree \
+    "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick
 done
 run "test_coll -n 4 allreduce 2M BATON_ALGO=rd BATON_TRANSPORT=tcp 16M segments" 1 env \
   BATON_ALGO=rd BATON_TRANSPORT=tcp BATON_SEGMENT_BYTES=16M BATON_PAIR_SEGMENT_BYTES=16M \

@@ -1,0 +1,224 @@
+/*
+ * dbtree.c - the double binary tree (NCCL's), for allreduce.
+ *
+ * The ranks are numbered along the ring order, v = 0..N-1 (the order
+ * follows the topology, so the lowest levels stay inside a host). Rank
+ * v = 0 is the root of two binary trees, with one child in each:
+ *  - tree A is the in-order binary tree: v's children are v - low/2 and
+ *    v + low/2 (or the largest v + low/2^k below N), low being v's lowest
+ *    set bit; its parent is v with low cleared and the next bit set, or
+ *    cleared when that passes N; the root's one child is the highest power
+ *    of two below N. Odd v are leaves, even v inner nodes.
+ *  - tree B is tree A over the other N-1 ranks relabelled: mirrored
+ *    (v -> N - v) when N - 1 is even, shifted by one (v -> v - 1, 1 ->
+ *    N - 1) when it is odd. Either way a leaf of A is an inner node of B
+ *    and the other way round (for even N rank 1 is a leaf in both), so no
+ *    rank is inner in both and every rank sends about as much as another.
+ * Both trees are L = ceil(log2 N) levels deep.
+ *
+ * Tree A carries the first ceil(N/2) chunks of the allreduce layout, tree
+ * B the others, each as one run. Each run goes up its tree, reduced on the
+ * way (a rank adds its children's runs to its INPUT: recv_reduce, then the
+ * last child's with recv_reduce_send to the parent), is finished at the
+ * root (recv_reduce_copy_send back to its child) and comes down
+ * (recv_copy_send to the first child, send to the second). A run of one
+ * chunk is passed on segment by segment; a run of several lands first and
+ * then goes out as a send (the *_SEND kinds take one chunk).
+ *
+ * The pipeline is the executor's rounds: a round moves one piece of every
+ * chunk, and a rank starts the next round as soon as it has finished this
+ * one, so while the root finishes round r the leaves send round r + 1.
+ *
+ * Rounds of the schedule (the moments a drawing shows): a node of height h
+ * (leaves 0) sends up at moment h, the root (height H) finishes at H, and
+ * a node at depth d receives the result at H + d; a rank's steps follow
+ * these moments, the two trees interleaved, which also keeps every
+ * receive behind only the steps it depends on.
+ *
+ * Every chunk is reduced once, at the root, in one order (a node's input,
+ * its first child's subtree, its second's), and every rank receives those
+ * bits: the result is the same on every rank. Each rank sends about 2K
+ * bytes (the ring's 2(N-1)/N K) in 2L levels.
+ */
+#include "steps.h"
+
+static int pow2_at_least(int n) {
+  int p = 1;
+  while (p < n)
+    p *= 2;
+  return p;
+}
+
+/* Tree A, in v numbers; -1 where there is none. */
+static int parent_a(int v, int n) {
+  if (v == 0)
+    return -1;
+  int low = v & -v, up = (v ^ low) | (low << 1);
+  return up < n ? up : v ^ low;
+}
+
+static void children_a(int v, int n, int kid[2]) {
+  kid[0] = kid[1] = -1;
+  if (v == 0) {
+    kid[1] = n > 1 ? pow2_at_least(n) / 2 : -1;
+    return;
+  }
+  int half = (v & -v) / 2;
+  if (half == 0)
+    return;
+  kid[0] = v - half;
+  for (int d = half; d > 0 && kid[1] < 0; d /= 2)
+    kid[1] = v + d < n ? v + d : -1;
+}
+
+static int height_a(int v, int n) {
+  int kid[2], h = 0;
+  children_a(v, n, kid);
+  for (int i = 0; i < 2; i++)
+    if (kid[i] >= 0 && 1 + height_a(kid[i], n) > h)
+      h = 1 + height_a(kid[i], n);
+  return h;
+}
+
+static int depth_a(int v, int n) {
+  int d = 0;
+  for (; v > 0; v = parent_a(v, n))
+    d++;
+  return d;
+}
+
+/* Tree B's relabelling of the non-root ranks, and its inverse. */
+static int to_b(int v, int n) {
+  if (v == 0)
+    return 0;
+  if ((n - 1) % 2 == 0)
+    return n - v;
+  return v == 1 ? n - 1 : v - 1;
+}
+static int from_b(int w, int n) {
+  if (w == 0)
+    return 0;
+  if ((n - 1) % 2 == 0)
+    return n - w;
+  return w == n - 1 ? 1 : w + 1;
+}
+
+/* One rank's place in one tree, as ranks (order NULL: as v numbers), and
+ * its moments. */
+typedef struct {
+  int parent, kid[2], nkids;
+  int first, n;     /* the tree's chunks */
+  int up, down;     /* the moments it sends up (finishes, at the root) and receives down */
+  int root;
+} node_t;
+
+static int rank_of(int v, const int *order) { return order ? order[v] : v; }
+
+static node_t node(int v, int n, int tree, const int *order) {
+  node_t t = {.parent = -1, .kid = {-1, -1}, .root = v == 0};
+  int w = tree ? to_b(v, n) : v, kid[2];
+  int p = parent_a(w, n);
+  children_a(w, n, kid);
+  if (p >= 0)
+    t.parent = rank_of(tree ? from_b(p, n) : p, order);
+  for (int i = 0; i < 2; i++)
+    if (kid[i] >= 0)
+      t.kid[t.nkids++] = rank_of(tree ? from_b(kid[i], n) : kid[i], order);
+  t.first = tree ? (n + 1) / 2 : 0;
+  t.n = tree ? n / 2 : (n + 1) / 2;
+  t.up = height_a(w, n);
+  t.down = height_a(0, n) + depth_a(w, n);
+  return t;
+}
+
+/* A run received and passed on: one forwarding step for one chunk, a
+ * landing step and a send for several. */
+static void pass(baton__sched_t *s, baton__step_kind_t fwd, baton__step_kind_t landing,
+                 baton__phase_t phase, int round, int from, int to, const node_t *t,
+                 baton__from_t src, int finish) {
+  if (t->n == 1) {
+    baton__step_t *st = baton__step_add(s, fwd, phase, round, from, t->first, 1, src);
+    st->send_peer = to;
+    st->finish = (uint8_t)finish;
+    return;
+  }
+  baton__step_add(s, landing, phase, round, from, t->first, t->n, src)->finish = (uint8_t)finish;
+  baton__step_add(s, BATON__STEP_SEND, phase, round, to, t->first, t->n, BATON__FROM_WORK);
+}
+
+/* Tree t's run towards the root; at the root, finished and sent back. */
+static void up(baton__sched_t *s, const node_t *t) {
+  if (t->nkids == 0) {
+    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_REDUCE, t->up, t->parent, t->first, t->n,
+                    BATON__FROM_INPUT);
+    return;
+  }
+  baton__from_t src = BATON__FROM_INPUT;
+  if (t->nkids == 2) {
+    baton__step_add(s, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up, t->kid[0], t->first,
+                    t->n, src);
+    src = BATON__FROM_WORK;
+  }
+  int last = t->kid[t->nkids - 1];
+  if (t->root)
+    pass(s, BATON__STEP_RECV_REDUCE_COPY_SEND, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up,
+         last, last, t, src, 1);
+  else
+    pass(s, BATON__STEP_RECV_REDUCE_SEND, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up,
+         last, t->parent, t, src, 0);
+}
+
+/* Tree t's result away from the root (not at the root: it sent it back as
+ * it finished it). */
+static void down(baton__sched_t *s, const node_t *t) {
+  if (t->nkids == 0) {
+    baton__step_add(s, BATON__STEP_RECV_COPY, BATON__PHASE_BROADCAST, t->down, t->parent,
+                    t->first, t->n, BATON__FROM_INPUT);
+    return;
+  }
+  pass(s, BATON__STEP_RECV_COPY_SEND, BATON__STEP_RECV_COPY, BATON__PHASE_BROADCAST, t->down,
+       t->parent, t->kid[0], t, BATON__FROM_INPUT, 0);
+  if (t->nkids == 2)
+    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_BROADCAST, t->down, t->kid[1], t->first,
+                    t->n, BATON__FROM_WORK);
+}
+
+/* The steps rank v takes in one tree (what up() and down() add). */
+static int steps_in(const node_t *t) {
+  int run = t->n == 1 ? 1 : 2; /* a pass */
+  if (t->nkids == 0)
+    return 2;
+  if (t->root)
+    return run;
+  return 2 * (run + (t->nkids == 2));
+}
+
+int baton__dbtree_max_steps(int size) {
+  int most = 0;
+  for (int v = 0; v < size && size > 1; v++) {
+    node_t a = node(v, size, 0, NULL), b = node(v, size, 1, NULL);
+    int steps = steps_in(&a) + steps_in(&b);
+    most = steps > most ? steps : most;
+  }
+  return most;
+}
+
+int baton__dbtree_build(baton__sched_t *s, const baton__build_t *b) {
+  int n = b->size, v = 0;
+  if (b->coll != BATON__COLL_ALLREDUCE || n > UINT16_MAX)
+    return -1;
+  while (v < n - 1 && b->order[v] != b->rank)
+    v++;
+  node_t t[2] = {node(v, n, 0, b->order), node(v, n, 1, b->order)};
+  /* Up, then down, each in the order of its moments (the tree whose moment
+   * comes first, first). */
+  int first = t[1].up < t[0].up;
+  up(s, &t[first]);
+  up(s, &t[1 - first]);
+  if (v > 0) {
+    first = t[1].down < t[0].down;
+    down(s, &t[first]);
+    down(s, &t[1 - first]);
+  }
+  return 0;
+}
