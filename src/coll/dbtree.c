@@ -107,8 +107,8 @@ static int from_b(int w, int n) {
  * its moments. */
 typedef struct {
   int parent, kid[2], nkids;
-  int first, n;     /* the tree's chunks */
-  int up, down;     /* the moments it sends up (finishes, at the root) and receives down */
+  int first, n; /* the tree's chunks */
+  int up, down; /* the moments it sends up (finishes, at the root) and receives down */
   int root;
 } node_t;
 
@@ -164,23 +164,23 @@ static void up(baton__sched_t *s, const node_t *t) {
     pass(s, BATON__STEP_RECV_REDUCE_COPY_SEND, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up,
          last, last, t, src, 1);
   else
-    pass(s, BATON__STEP_RECV_REDUCE_SEND, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up,
-         last, t->parent, t, src, 0);
+    pass(s, BATON__STEP_RECV_REDUCE_SEND, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up, last,
+         t->parent, t, src, 0);
 }
 
 /* Tree t's result away from the root (not at the root: it sent it back as
  * it finished it). */
 static void down(baton__sched_t *s, const node_t *t) {
   if (t->nkids == 0) {
-    baton__step_add(s, BATON__STEP_RECV_COPY, BATON__PHASE_BROADCAST, t->down, t->parent,
-                    t->first, t->n, BATON__FROM_INPUT);
+    baton__step_add(s, BATON__STEP_RECV_COPY, BATON__PHASE_BROADCAST, t->down, t->parent, t->first,
+                    t->n, BATON__FROM_INPUT);
     return;
   }
   pass(s, BATON__STEP_RECV_COPY_SEND, BATON__STEP_RECV_COPY, BATON__PHASE_BROADCAST, t->down,
        t->parent, t->kid[0], t, BATON__FROM_INPUT, 0);
   if (t->nkids == 2)
-    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_BROADCAST, t->down, t->kid[1], t->first,
-                    t->n, BATON__FROM_WORK);
+    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_BROADCAST, t->down, t->kid[1], t->first, t->n,
+                    BATON__FROM_WORK);
 }
 
 /* The steps rank v takes in one tree (what up() and down() add). */
