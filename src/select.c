@@ -12,15 +12,18 @@
  * The costs (select.h): one line per kind of link. The slowest link paces
  * a collective, so a communicator with any TCP link is priced with TCP's
  * costs; else the ring with the shared-memory ring channels' and the other
- * algorithms with the pair channels' (an allgather of two ranks, all of
- * whose bytes cross the ring's channel, with the ring's beta: decide()). When a host runs more
- * ranks than it has cores, every message may wait for the scheduler and the copies share the cores:
- * alpha grows by `oversub` for each rank per core beyond one, gamma in proportion to the ranks per
- * core, and beta too once a message is larger than a core's L2 cache (rank 0's, shared like the
- * costs): below that a rank's copies run while its core-mate waits for a hand-off, and the measured
- * per-byte slopes with 2 ranks per core are those of 1 (rd at 8-128 KiB on 4 ranks, 2 cores); above
- * it the copies share the memory bus and the slopes double (the ring and rhd from 2 MiB). flat's
- * copies all run at once, with nobody waiting, so its beta grows at every size. The formulas are
+ * algorithms with the pair channels' (but an allgather of two ranks, all of
+ * whose bytes cross the ring's channel, with the ring's beta: decide()).
+ * When a host runs more ranks than it has cores, every message may wait
+ * for the scheduler and the copies share the cores: alpha grows by
+ * `oversub` for each rank per core beyond one, gamma in proportion to the
+ * ranks per core, and beta too once a message is larger than a core's L2
+ * cache (rank 0's, shared like the costs): below that a rank's copies run
+ * while its core-mate waits for a hand-off, and the measured per-byte
+ * slopes with 2 ranks per core are those of 1 (rd at 8-128 KiB on 4 ranks,
+ * 2 cores); above it the copies share the memory bus and the slopes double
+ * (the ring and rhd from 2 MiB). flat's copies all run at once, with nobody
+ * waiting, so its beta grows at every size. The formulas are
  * the textbook's; baton__select_predict adds what this executor pays on
  * top (its rounds, hier's fold).
  *
