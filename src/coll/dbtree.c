@@ -71,12 +71,14 @@ static void children_a(int v, int n, int kid[2]) {
     kid[1] = v + d < n ? v + d : -1;
 }
 
+/* v's height in tree A (leaves 0): its left subtree, v - low + 1 .. v - 1,
+ * is whole and no lower than its right one, so the height is log2(low);
+ * the root's one child is the highest power of two below N, one level
+ * under it. */
 static int height_a(int v, int n) {
-  int kid[2], h = 0;
-  children_a(v, n, kid);
-  for (int i = 0; i < 2; i++)
-    if (kid[i] >= 0 && 1 + height_a(kid[i], n) > h)
-      h = 1 + height_a(kid[i], n);
+  int h = 0;
+  for (int low = v ? v & -v : pow2_at_least(n); low > 1; low /= 2)
+    h++;
   return h;
 }
 
