@@ -34,7 +34,6 @@
  * chunk of the others' (K/N), allgather copies its block in (K/N) and all
  * N out (K), broadcast the root's K in and out.
  */
-
 #include "model.h"
 
 /* No libm: the library links only libc and pthreads. */

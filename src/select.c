@@ -473,9 +473,8 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
    * collectives keep the pair's costs: there rhd runs 1.15-1.5x faster than
    * the ring at N=2 from 128 KiB, which the two formulas do not tell apart
    * and the pair's lower beta stands for. */
-  int copies_only = comm->size == 2 && !s->tcp &&
-                    (coll == BATON__COLL_ALLGATHER || coll == BATON__COLL_ALLGATHERV);
-  if (copies_only)
+  if (comm->size == 2 && !s->tcp &&
+      (coll == BATON__COLL_ALLGATHER || coll == BATON__COLL_ALLGATHERV))
     in.pair.beta = in.ring.beta;
   in.local = link_cost(s, BATON__LINK_PAIR, (double)comm->stream_slot_bytes, bytes);
   in.ring_piece = baton__select_piece(comm, 1);

@@ -499,9 +499,8 @@ run "test_coll -n 3 --quick BATON_TRANSPORT=tcp BATON_NSOCKS=3 $RING_SMALL" 1 \
   env BATON_TRANSPORT=tcp BATON_NSOCKS=3 $RING_SMALL "$BUILD/bin/baton-run" -n 3 \
   "$BUILD/tests/test_coll" --quick
 # The recursive algorithms and the double binary tree, forced (folded
-# pairs at 3 and 5), on shared
-# memory and TCP, and with 256-byte segments (many rounds, runs of chunks
-# cut across segments). Then rd's whole-buffer exchange in place over TCP
+# pairs at 3 and 5), on shared memory and TCP, and with 256-byte segments
+# (many rounds, runs of chunks cut across segments). Then rd's whole-buffer exchange in place over TCP
 # with 16M segments: a message larger than the socket buffers, which must
 # leave before the rank writes over it (exec.c flush_overlap).
 ALGO_SMALL="BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=256 BATON_PAIR_SEGMENT_BYTES=256 BATON_TCP_SEGMENT_BYTES=256"
