@@ -273,6 +273,31 @@ int baton_comm_size(const baton_comm_t *comm);
 const char *baton_comm_last_error(const baton_comm_t *comm);
 
 /*
+ * Registered memory: `bytes` that every rank of the host maps, so that a
+ * collective whose buffers all lie in such memory, on every rank, reads
+ * the peers' inputs and writes their outputs directly (the "direct"
+ * algorithm) instead of staging every byte through shared memory.
+ *  - baton_mem_alloc is collective: every rank calls it, in the same order
+ *    relative to its collectives, with no request in flight; sizes may
+ *    differ between ranks. The memory is zeroed, page-aligned and already
+ *    faulted in. On a communicator that spans hosts (or of one rank) it is
+ *    plain memory, and calls on it take the usual path.
+ *  - Mixing is allowed per call: where some rank's buffers are not
+ *    registered, every rank of the call takes the staged path (the ranks
+ *    learn it from each other at the call's start).
+ *  - baton_mem_free is local; ptr must be what baton_mem_alloc returned on
+ *    this communicator, and no request may be in flight. NULL is a no-op.
+ *    The peers' mappings are released once every rank has freed its own,
+ *    or with the communicator. baton_comm_destroy frees what is left.
+ * Errors: BATON_EINVAL (bytes 0, a pointer that is not registered),
+ * BATON_EUSAGE (requests in flight), BATON_ENOMEM (the system gave no
+ * memory: /dev/shm full), and a peer's failure as for a collective; every
+ * rank then fails, with the first failing rank's reason.
+ */
+int baton_mem_alloc(baton_comm_t *comm, size_t bytes, void **ptr);
+int baton_mem_free(baton_comm_t *comm, void *ptr);
+
+/*
  * recvbuf[i] = op over all ranks of sendbuf[i], for i < count.
  * In place when sendbuf == recvbuf.
  */

@@ -26,6 +26,7 @@
 #define RD_COLLS (BIT(ALLREDUCE) | BIT(ALLGATHER) | BIT(ALLGATHERV))
 #define TREE_COLLS (BIT(ALLREDUCE) | BIT(BROADCAST) | BIT(REDUCE) | BIT(GATHER) | BIT(SCATTER))
 #define NAIVE_COLLS (RING_COLLS | BIT(GATHER) | BIT(SCATTER))
+#define DIRECT_COLLS (NAIVE_COLLS | BIT(ALLTOALL))
 
 #define ALGO(name_, summary_, colls_, traits_, scratch_, layout_, prefix_)                         \
   {                                                                                                \
@@ -53,6 +54,9 @@ static const baton__algo_t algos[] = {
     ALGO("dbtree",
          "double binary tree: two pipelined trees, each rank a leaf in one, 2 log2(N) levels",
          BIT(ALLREDUCE), 0, 0, "tree", dbtree),
+    ALGO("direct",
+         "registered buffers: each rank reads the inputs and writes the outputs where they lie",
+         DIRECT_COLLS, BATON__ALGO_REGISTERED, 0, "ring", direct),
 };
 
 const baton__algo_t *baton__algos(int *n) {

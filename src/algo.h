@@ -30,6 +30,11 @@ enum {
    * peer at most one (pairwise): a round's piece of a chunk may fill the
    * half channel that otherwise a message of N chunks' pieces must fit. */
   BATON__ALGO_ONE_BLOCK = 1u << 4,
+  /* It reads and writes the peers' buffers where they lie (direct.c):
+   * every rank on one host, the communicator with registered memory
+   * (baton_mem_alloc); where some rank's buffers are not registered, its
+   * first step hands the call to the staged algorithm (exec_direct.c). */
+  BATON__ALGO_REGISTERED = 1u << 5,
 };
 
 /* An algorithm's cost for one collective (model.h): the formula as
@@ -93,5 +98,7 @@ int baton__rd_build(baton__sched_t *s, const baton__build_t *b);
 int baton__rd_max_steps(int size);
 int baton__dbtree_build(baton__sched_t *s, const baton__build_t *b);
 int baton__dbtree_max_steps(int size);
+int baton__direct_build(baton__sched_t *s, const baton__build_t *b);
+int baton__direct_max_steps(int size);
 
 #endif /* BATON_ALGO_H */

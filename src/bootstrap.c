@@ -28,6 +28,7 @@
 
 #include "call.h"
 #include "comm.h"
+#include "mem.h"
 #include "p2p.h"
 #include "store.h"
 
@@ -216,6 +217,7 @@ void baton__comm_free(baton_comm_t *c) {
   if (c->server)
     baton__store_stop(c->server);
   baton__calls_free(c);
+  baton__mem_free_all(c);
   free(c->order);
   free(c->host);
   free(c->hosts);

@@ -21,6 +21,7 @@ static void call_free(baton__call_t *c) {
   free(c->span_elems);
   free(c->t0);
   free(c->t1);
+  free(c->peer_in);
   if (c->work)
     munmap(c->work, c->work_bytes);
   free(c);
@@ -273,6 +274,8 @@ static int place(baton__call_t *c) {
     c->planned.work_bytes = sched_work_bytes(c);
     c->planned.work_elsize = c->elsize;
   }
+  if (c->algo->traits & BATON__ALGO_REGISTERED) /* a piece of the result, in the cache */
+    c->planned.work_bytes = baton__direct_piece(c->comm, c->elsize) * c->elsize;
   size_t work = c->planned.work_bytes, stage_at = (work + 63) & ~(size_t)63;
   size_t own = a->coll == BATON__COLL_BARRIER ? (size_t)c->comm->size : 0;
   size_t need = stage_at + a->stage + own;
@@ -347,9 +350,19 @@ static int reusable(const baton__call_args_t *a) {
  * scratch and segments all stay as they are. */
 static int repeats(const baton__call_t *c, const baton__call_args_t *a) {
   const baton__call_args_t *p = &c->args;
-  return c->repeatable && reusable(a) && a->coll == p->coll && a->count == p->count &&
-         a->dtype == p->dtype && a->op == p->op && a->root == p->root && a->sendbuf == p->sendbuf &&
-         a->recvbuf == p->recvbuf;
+  return c->repeatable && reusable(a) && c->mem_gen == c->comm->mem_gen && a->coll == p->coll &&
+         a->count == p->count && a->dtype == p->dtype && a->op == p->op && a->root == p->root &&
+         a->sendbuf == p->sendbuf && a->recvbuf == p->recvbuf;
+}
+
+/* The call's first rendezvous number: flat takes one, direct two (its
+ * arrival and its end). */
+static uint32_t take_rendezvous(baton_comm_t *comm, const baton__algo_t *algo) {
+  if (algo->traits & BATON__ALGO_MAILBOX)
+    return ++comm->shm_calls;
+  if (algo->traits & BATON__ALGO_REGISTERED)
+    return (comm->shm_calls += 2) - 1;
+  return 0;
 }
 
 /* The algorithm, number and signature of a call; 0, or no algorithm. */
@@ -359,7 +372,7 @@ static int number(baton_comm_t *comm, baton__call_t *c, const baton__call_args_t
   if (again) {
     c->args.name = args->name;
     c->sig.seq = c->seq = ++comm->seq;
-    c->rendezvous = c->algo->traits & BATON__ALGO_MAILBOX ? ++comm->shm_calls : 0;
+    c->rendezvous = take_rendezvous(comm, c->algo);
     return 0;
   }
   size_t es = baton_dtype_size(args->dtype);
@@ -373,7 +386,8 @@ static int number(baton_comm_t *comm, baton__call_t *c, const baton__call_args_t
   c->seq = args->setup ? 0 : ++comm->seq;
   c->sig = sig_of(c);
   int runs = comm->size > 1 && talks(args);
-  c->rendezvous = runs && (algo->traits & BATON__ALGO_MAILBOX) ? ++comm->shm_calls : 0;
+  c->rendezvous = runs ? take_rendezvous(comm, algo) : 0;
+  c->mem_gen = comm->mem_gen;
   return 0;
 }
 
@@ -432,6 +446,32 @@ int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton_
   baton__progress_unlock(comm);
   *out = rc ? NULL : c;
   return rc;
+}
+
+/* A direct call some rank of which has buffers that are not registered
+ * (exec_direct.c) runs `algo` instead, the selection's pick without
+ * registered memory, planned and placed as for a new call. Every rank of
+ * the call does the same, from what all of them showed. */
+int baton__call_restage(baton__call_t *c, const baton__algo_t *algo) {
+  const baton__call_args_t *a = &c->args;
+  if (!algo || (algo->traits & BATON__ALGO_REGISTERED))
+    return baton__fail(c->comm, BATON_EINTERNAL, "%s: no staged algorithm serves it", a->name);
+  c->algo = algo;
+  c->rendezvous = algo->traits & BATON__ALGO_MAILBOX ? c->rendezvous + 1 : 0;
+  c->sig.algo = (uint8_t)baton__algo_id(algo);
+  c->comm->sig = c->sig;
+  c->repeatable = 0;
+  int rc = plan(c);
+  if (!rc)
+    rc = place(c);
+  if (rc)
+    return rc;
+  baton__exec_prepare(c);
+  c->peers_known = 0;
+  if (c->t0)
+    for (int i = 0; i < c->sched.cap; i++)
+      c->t0[i] = c->t1[i] = -1;
+  return 0;
 }
 
 /* ---- Finish. */

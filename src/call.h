@@ -86,8 +86,14 @@ struct baton_request {
   uint64_t seq;        /* the call's number on the communicator, from 1 */
   baton__sig_t sig;    /* the call as the peers must see it */
   uint32_t rendezvous; /* its number among the host's rendezvous; 0: none */
-  int status;          /* BATON_OK, or how it failed */
-  int state;           /* BATON__CALL_*: under the engine's lock once there is one */
+  uint32_t mem_gen;    /* the communicator's mem_gen when it was chosen */
+  /* The direct algorithm (exec_direct.c), per rank: where its INPUT and
+   * output are mapped here, and its layout's offsets, [rank * N + chunk];
+   * made at the first direct call. */
+  char **peer_in, **peer_out;
+  size_t *peer_in_off, *peer_out_off;
+  int status; /* BATON_OK, or how it failed */
+  int state;  /* BATON__CALL_*: under the engine's lock once there is one */
   /* Per peer, the index of the last step that sends to it and of the last
    * that receives from it (-1: none), and of the last mailbox step: what a
    * later call in flight waits for before it uses the same channel
@@ -165,5 +171,11 @@ enum { BATON__EXEC_MORE = 1, BATON__EXEC_WAITING = 2 };
 void baton__exec_prepare(baton__call_t *call);
 int baton__exec_step(baton__call_t *call);
 int baton__exec(baton__call_t *call);
+
+/* exec_direct.c: the elements of a chunk a direct round works on, and the
+ * step that hands a call whose buffers are not all registered to the
+ * staged algorithm (call.c: plans and places it as a new call). */
+size_t baton__direct_piece(const baton_comm_t *comm, size_t elsize);
+int baton__call_restage(baton__call_t *call, const baton__algo_t *algo);
 
 #endif /* BATON_CALL_H */

@@ -50,6 +50,12 @@ struct baton_comm {
   int boxes_known;
   uint64_t seq;       /* calls issued so far: the last call's number */
   uint32_t shm_calls; /* the host's rendezvous numbers taken so far */
+  /* Registered memory (mem.c): the table, the allocations made so far
+   * (the same on every rank: a collective), and a count that moves with
+   * each, which a repeated call's plan must have been made under. */
+  struct baton__region *regions;
+  int nregions;
+  uint32_t mem_allocs, mem_gen;
   /* The signature of the call whose step runs now: what the transports
    * stamp on what they send and check what they receive against. */
   baton__sig_t sig;
@@ -156,6 +162,10 @@ int baton__algo_parse(const char *spec, const baton__algo_t **forced, char *err,
  * the call, else the cost model's choice. Logs why at INFO. */
 const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                    size_t elsize);
+/* The same as if no buffer were registered: what a direct call runs when
+ * some rank's buffers are not (exec_direct.c). */
+const baton__algo_t *baton__select_staged(baton_comm_t *comm, baton__coll_t coll, size_t count,
+                                          size_t elsize);
 /* After the connections: the link costs (rank 0's tune file, shared through
  * the store) and the empty cache of decisions; and their release. */
 int baton__select_init(baton_comm_t *comm, char *err, size_t errlen);

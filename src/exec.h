@@ -62,5 +62,16 @@ int baton__send_run(baton__call_t *c, const baton__step_t *st);
 int baton__recv_run(baton__call_t *c, const baton__step_t *st);
 int baton__recv_forward(baton__call_t *c, const baton__step_t *st);
 void baton__copy_run(baton__call_t *c, const baton__step_t *st);
+/* n bytes into an output, with non-temporal stores where the call streams. */
+void baton__copy_out(const baton__call_t *c, void *dst, const void *src, size_t n);
+
+/* The direct algorithm's kinds (exec_direct.c). direct-arrive answers
+ * BATON__DIRECT_RESTAGED when the call now runs a staged algorithm's
+ * schedule from its first step. */
+enum { BATON__DIRECT_RESTAGED = 3 };
+int baton__direct_arrive(baton__call_t *c, const baton__step_t *st);
+int baton__direct_reduce(baton__call_t *c, const baton__step_t *st);
+int baton__direct_copy(baton__call_t *c, const baton__step_t *st);
+int baton__direct_done(baton__call_t *c, const baton__step_t *st);
 
 #endif

@@ -13,7 +13,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#if defined(__SSE2__)
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
@@ -22,15 +24,42 @@
 /* Copies into the caller's output. For buffers far larger than the caches,
  * non-temporal stores skip reading each destination line before writing it
  * (a quarter of the memory traffic) and leave the caches to the slots. */
-static void copy_out(const baton__call_t *c, void *dst, const void *src, size_t n) {
+#if defined(__x86_64__)
+/* Whole cache lines with one store each, where the CPU has AVX-512: four
+ * 16-byte stores per line left the direct algorithm's copies to the
+ * outputs the larger part of its time (perf, N=2 allreduce of 128 MiB),
+ * and one store per line made the call 1.1-1.2x faster here. */
+__attribute__((target("avx512f"))) static size_t stream_lines_512(char *d, const char *s,
+                                                                  size_t n) {
+  size_t done = 0;
+  for (; n - done >= 64; done += 64)
+    _mm512_stream_si512((__m512i *)(d + done), _mm512_loadu_si512((const void *)(s + done)));
+  return done;
+}
+
+static int has_avx512(void) {
+  static int known = -1;
+  if (known < 0)
+    known = __builtin_cpu_supports("avx512f") != 0;
+  return known;
+}
+#endif
+
+void baton__copy_out(const baton__call_t *c, void *dst, const void *src, size_t n) {
 #if defined(__SSE2__)
   if (c->x.stream) {
     char *d = dst;
     const char *s = src;
-    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    size_t head = (((uintptr_t) - (uintptr_t)d) & 63);
     head = head < n ? head : n;
     memcpy(d, s, head);
     d += head, s += head, n -= head;
+#if defined(__x86_64__)
+    if (has_avx512()) {
+      size_t done = stream_lines_512(d, s, n);
+      d += done, s += done, n -= done;
+    }
+#endif
     for (; n >= 64; n -= 64, d += 64, s += 64) {
       __m128i x0 = _mm_loadu_si128((const __m128i *)s);
       __m128i x1 = _mm_loadu_si128((const __m128i *)(s + 16));
@@ -172,7 +201,7 @@ static void land(baton__call_t *c, const baton__step_t *st, int chunk, size_t at
   if (baton__step_does(st->kind) & BATON__DOES_REDUCE)
     c->x.reduce(dst, msg, src_ptr(c, st, chunk, at / es), bytes / es);
   else
-    copy_out(c, dst, msg, bytes);
+    baton__copy_out(c, dst, msg, bytes);
   if (st->finish && c->args.op == BATON_AVG)
     baton__reduce_div(dst, bytes / es, c->args.dtype, c->comm->size);
 }
@@ -255,7 +284,7 @@ static int forward_segment(baton__call_t *c, const baton__step_t *st, baton__con
   if (!by_ref) {
     out->ops->send_commit(out, m * es);
     if (lands)
-      copy_out(c, work_ptr(c, st->chunk, off), dst, m * es);
+      baton__copy_out(c, work_ptr(c, st->chunk, off), dst, m * es);
   }
   in->ops->recv_release(in);
   return 0;
@@ -282,6 +311,6 @@ void baton__copy_run(baton__call_t *c, const baton__step_t *st) {
     const char *src = in_ptr(c, ch, 0);
     char *dst = work_ptr(c, ch, 0);
     if (len && dst != src)
-      copy_out(c, dst, src, len * c->elsize);
+      baton__copy_out(c, dst, src, len * c->elsize);
   }
 }

@@ -122,6 +122,14 @@ FN(blocks_direct, (n - 1) * (A + B / n))
 FN(blocks_hub, A + frac(n) * B)
 FN(blocks_tree, lg(n) * A + frac(n) * B)
 
+/* direct: two rendezvous; a byte a rank writes costs b/2, half of what a
+ * message through shared memory pays for its two copies (into the
+ * channel and out of it), since nothing is staged; g per byte combined. */
+FN(dr_all, 2 * A + B / 2 + frac(n) * G)         /* allreduce: K/N of every input, written N times */
+FN(dr_share, 2 * A + B / (2 * n) + frac(n) * G) /* reduce-scatter (K: the input), reduce */
+FN(dr_copy, 2 * A + B / 2)                      /* allgather, broadcast, alltoall: K written */
+FN(dr_block, 2 * A + B / (2 * n))               /* gather, scatter: one block */
+
 /* [coll] = {formula, time}: the cells of one algorithm's table. */
 #define COST(coll, formula, time) [BATON__COLL_##coll] = {formula, time}
 
@@ -184,6 +192,19 @@ const baton__cost_row_t baton__rhd_costs[BATON__COLL_COUNT] = {
 
 const baton__cost_row_t baton__dbtree_costs[BATON__COLL_COUNT] = {
     COST(ALLREDUCE, "2L a + 2Kb + Kg", ar_dbtree),
+};
+
+const baton__cost_row_t baton__direct_costs[BATON__COLL_COUNT] = {
+    COST(ALLREDUCE, "2a + Kb/2 + (N-1)/N Kg", dr_all),
+    COST(REDUCE_SCATTER, "2a + Kb/2N + (N-1)/N Kg", dr_share),
+    COST(REDUCE_SCATTERV, "2a + Kb/2N + (N-1)/N Kg", dr_share),
+    COST(REDUCE, "2a + Kb/2N + (N-1)/N Kg", dr_share),
+    COST(ALLGATHER, "2a + Kb/2", dr_copy),
+    COST(ALLGATHERV, "2a + Kb/2", dr_copy),
+    COST(BROADCAST, "2a + Kb/2", dr_copy),
+    COST(ALLTOALL, "2a + Kb/2", dr_copy),
+    COST(GATHER, "2a + Kb/2N", dr_block),
+    COST(SCATTER, "2a + Kb/2N", dr_block),
 };
 
 const baton__cost_row_t baton__rd_costs[BATON__COLL_COUNT] = {

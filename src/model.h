@@ -38,6 +38,7 @@ extern const baton__cost_row_t baton__hier_costs[BATON__COLL_COUNT];
 extern const baton__cost_row_t baton__rhd_costs[BATON__COLL_COUNT];
 extern const baton__cost_row_t baton__rd_costs[BATON__COLL_COUNT];
 extern const baton__cost_row_t baton__dbtree_costs[BATON__COLL_COUNT];
+extern const baton__cost_row_t baton__direct_costs[BATON__COLL_COUNT];
 
 /* What the symbols of the formulas mean, one line. */
 extern const char baton__cost_legend[];

@@ -13,6 +13,7 @@
 #define X BATON__DOES_REDUCE
 #define L BATON__DOES_LAND
 #define M BATON__DOES_MAILBOX
+#define D BATON__DOES_DIRECT
 const baton__kind_info_t baton__kinds[BATON__STEP_KIND_COUNT] = {
     [BATON__STEP_SEND] = {"send", S},
     [BATON__STEP_RECV_COPY] = {"recv_copy", R | L},
@@ -24,12 +25,17 @@ const baton__kind_info_t baton__kinds[BATON__STEP_KIND_COUNT] = {
     [BATON__STEP_MAILBOX_PUT] = {"mailbox_put", M},
     [BATON__STEP_MAILBOX_COPY] = {"mailbox_copy", M | L},
     [BATON__STEP_MAILBOX_REDUCE] = {"mailbox_reduce", M | X | L},
+    [BATON__STEP_DIRECT_ARRIVE] = {"direct_arrive", M},
+    [BATON__STEP_DIRECT_REDUCE] = {"direct_reduce", X | D},
+    [BATON__STEP_DIRECT_COPY] = {"direct_copy", D},
+    [BATON__STEP_DIRECT_DONE] = {"direct_done", M},
 };
 #undef S
 #undef R
 #undef X
 #undef L
 #undef M
+#undef D
 
 const char *baton__coll_name(baton__coll_t coll) {
   static const char *const names[] = {"allreduce",  "reduce_scatter",  "allgather", "broadcast",
@@ -40,9 +46,9 @@ const char *baton__coll_name(baton__coll_t coll) {
 }
 
 const char *baton__phase_name(baton__phase_t phase) {
-  static const char *const names[] = {
-      "fold",      "reduce_scatter", "reduce",    "gather", "exchange",
-      "allgather", "scatter",        "broadcast", "unfold", "flat"};
+  static const char *const names[] = {"fold",     "reduce_scatter", "reduce",  "gather",
+                                      "exchange", "allgather",      "scatter", "broadcast",
+                                      "unfold",   "flat",           "direct"};
   _Static_assert(sizeof names / sizeof names[0] == BATON__PHASE_COUNT, "a name per phase");
   return (unsigned)phase < BATON__PHASE_COUNT ? names[phase] : "?";
 }

@@ -43,6 +43,7 @@ typedef enum {
   BATON__PHASE_BROADCAST,
   BATON__PHASE_UNFOLD, /* non-power-of-two: extra ranks get the result */
   BATON__PHASE_FLAT,   /* the mailbox rendezvous: every rank reads every other rank */
+  BATON__PHASE_DIRECT, /* registered buffers: every rank reads and writes the others' */
   BATON__PHASE_COUNT
 } baton__phase_t;
 
@@ -60,7 +61,11 @@ typedef enum { BATON__FROM_INPUT, BATON__FROM_WORK } baton__from_t;
  * The *_SEND kinds take one chunk (n == 1): what arrives goes straight out
  * again, segment by segment, without waiting for the whole chunk (the
  * ring's pipeline). MAILBOX_* are the shared-memory rendezvous of one host
- * (flat): every rank puts its input in its mailbox and reads the others'. */
+ * (flat): every rank puts its input in its mailbox and reads the others'.
+ * DIRECT_* work on buffers every rank of the host maps (baton_mem_alloc,
+ * direct.c): recv_peer is the rank whose INPUT a step reads and send_peer
+ * the rank whose output it writes, either of them BATON__ALL_RANKS; the
+ * bytes go from memory to memory with no message and no staging. */
 typedef enum {
   BATON__STEP_SEND,                  /* S to send_peer */
   BATON__STEP_RECV_COPY,             /* WORK = R from recv_peer */
@@ -72,6 +77,10 @@ typedef enum {
   BATON__STEP_MAILBOX_PUT,           /* INPUT into this rank's mailbox; wait for every rank's */
   BATON__STEP_MAILBOX_COPY,          /* WORK = recv_peer's mailbox */
   BATON__STEP_MAILBOX_REDUCE,        /* WORK = every rank's mailbox, combined in rank order */
+  BATON__STEP_DIRECT_ARRIVE,         /* show this rank's buffers; wait for every rank's */
+  BATON__STEP_DIRECT_REDUCE,         /* send_peer's output = every INPUT, combined in rank order */
+  BATON__STEP_DIRECT_COPY,           /* send_peer's output = recv_peer's INPUT */
+  BATON__STEP_DIRECT_DONE,           /* wait until every rank is done with every buffer */
   BATON__STEP_KIND_COUNT
 } baton__step_kind_t;
 
@@ -83,7 +92,10 @@ enum {
   BATON__DOES_REDUCE = 1u << 2,  /* combines (with S, or over the mailboxes) */
   BATON__DOES_LAND = 1u << 3,    /* writes WORK */
   BATON__DOES_MAILBOX = 1u << 4, /* the host's rendezvous, not a channel */
+  BATON__DOES_DIRECT = 1u << 5,  /* into another rank's output: the peers' buffers mapped */
 };
+/* A DIRECT_* step's recv_peer or send_peer: every rank, itself included. */
+#define BATON__ALL_RANKS (-2)
 typedef struct {
   const char *name; /* "send", "recv_reduce_send", ...: trace lines, diagrams */
   unsigned does;    /* BATON__DOES_* */
@@ -110,6 +122,7 @@ typedef struct {
   uint8_t src;    /* baton__from_t: a SEND's bytes, a reducing RECV's S */
   uint8_t finish; /* the result is the complete reduction: AVG divides here */
   uint16_t n;     /* chunks in the run (1 for the *_SEND kinds) */
+  uint8_t slice;  /* DIRECT_*: only this rank's N-th of each chunk (direct.c's reduce) */
   int chunk;      /* the run's first chunk */
   int send_peer;  /* -1 when the kind does not send */
   int recv_peer;  /* -1 when it does not receive */

@@ -212,6 +212,8 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
     return "it does not serve this collective";
   if ((algo->traits & BATON__ALGO_MAILBOX) && !in->flat_fits)
     return "it needs every rank on one host and at most BATON_FLAT_BYTES per rank";
+  if ((algo->traits & BATON__ALGO_REGISTERED) && !in->registered)
+    return "it needs every rank on one host and buffers from baton_mem_alloc";
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
     return "it needs more scratch memory than BATON_SCRATCH_BYTES";
   if ((algo->traits & BATON__ALGO_HOST_LEADERS) && (in->hosts < 2 || in->hostmax < 2))
@@ -229,9 +231,12 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
 double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *algo,
                              baton__coll_t coll, double bytes) {
   int flat = (algo->traits & BATON__ALGO_MAILBOX) != 0;
+  /* direct pays two of flat's rendezvous and no rounds: its pieces are
+   * only for the cache. */
+  int direct = (algo->traits & BATON__ALGO_REGISTERED) != 0;
   int ring_links = (algo->traits & BATON__ALGO_RING_LINKS) != 0, ring = ring_links && !flat;
   int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
-  const baton__cost_t *c = flat ? &in->flat : ring_links ? &in->ring : &in->pair;
+  const baton__cost_t *c = flat || direct ? &in->flat : ring_links ? &in->ring : &in->pair;
   double piece = ring_links                             ? in->ring_piece
                  : algo->traits & BATON__ALGO_ONE_BLOCK ? in->pair_piece * in->size
                                                         : in->pair_piece;
@@ -244,7 +249,7 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
     double m = c->hosts >= 1 ? in->size / c->hosts : 1;
     t += 2 * (m - 1) * (l->alpha + bytes * l->beta);
   }
-  if (t <= 0 || flat || (ring && one_chunk) || piece <= 0)
+  if (t <= 0 || flat || direct || (ring && one_chunk) || piece <= 0)
     return t;
   double chunk = one_chunk ? bytes : bytes / in->size;
   double rounds = (double)(unsigned long long)(chunk / piece);
@@ -281,7 +286,8 @@ const baton__algo_t *baton__select_rank(const baton__select_in_t *in, baton__col
     if (!cannot(in, a, coll, bytes)) {
       if (n < cap)
         cands[n++] = (baton__cand_t){a, t};
-    } else if (!(a->traits & BATON__ALGO_MAILBOX) && (!roomless || faster(t, roomless_t))) {
+    } else if (!(a->traits & (BATON__ALGO_MAILBOX | BATON__ALGO_REGISTERED)) &&
+               (!roomless || faster(t, roomless_t))) {
       roomless = a, roomless_t = t; /* too large for scratch: better than nothing */
     }
   }
@@ -316,10 +322,10 @@ struct baton__select_state {
   const char *net;       /* "shm", "tcp" or "shm+tcp", for the log */
   struct {
     double bytes;
-    const baton__algo_t *algo; /* NULL: empty */
-  } cache[BATON__COLL_COUNT][BUCKETS];
-  uint64_t logged[BATON__COLL_COUNT]; /* bit b: bucket b's decision was printed */
-  unsigned fallback_said;             /* bit c: collective c's fallback was printed */
+    const baton__algo_t *algo;            /* NULL: empty */
+  } cache[2][BATON__COLL_COUNT][BUCKETS]; /* [registered memory may serve] */
+  uint64_t logged[BATON__COLL_COUNT];     /* bit b: bucket b's decision was printed */
+  unsigned fallback_said;                 /* bit c: collective c's fallback was printed */
 };
 
 static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_t l, double segment,
@@ -422,8 +428,8 @@ const char *baton__select_net(const baton_comm_t *comm, double *ranks_per_core) 
 
 void baton__select_force(baton_comm_t *comm, baton__coll_t coll, const baton__algo_t *algo) {
   comm->forced[coll] = algo;
-  if (comm->select)
-    memset(comm->select->cache[coll], 0, sizeof comm->select->cache[coll]);
+  for (int reg = 0; comm->select && reg < 2; reg++)
+    memset(comm->select->cache[reg][coll], 0, sizeof comm->select->cache[reg][coll]);
 }
 
 /* floor(log2 bytes), 0 for less than 2 bytes. */
@@ -448,12 +454,13 @@ static void log_choice(baton_comm_t *comm, baton__coll_t coll, double bytes,
 }
 
 static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_t count,
-                                   size_t elsize, double bytes) {
+                                   size_t elsize, double bytes, int registered) {
   struct baton__select_state *s = comm->select;
   baton__select_in_t in = {.size = comm->size,
                            .tcp = s->tcp,
                            .tcp_inside = s->tcp_inside,
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
+                           .registered = registered,
                            .scratch_bytes = comm->params.scratch_bytes,
                            .forced = comm->forced[coll],
                            .hosts = s->hosts,
@@ -496,18 +503,36 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
   return pick;
 }
 
-const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
-                                   size_t elsize) {
+static const baton__algo_t *select_as(baton_comm_t *comm, baton__coll_t coll, size_t count,
+                                      size_t elsize, int registered) {
+  const baton__algo_t *forced = comm->forced[coll];
   if (comm->size == 1 || !comm->select)
-    return comm->forced[coll] ? comm->forced[coll] : baton__algo_default();
+    return forced && (registered || !(forced->traits & BATON__ALGO_REGISTERED))
+               ? forced
+               : baton__algo_default();
   double bytes = baton__model_bytes(coll, count, elsize, comm->size);
   int b = bucket(bytes);
-  if (comm->select->cache[coll][b].algo && comm->select->cache[coll][b].bytes == bytes)
-    return comm->select->cache[coll][b].algo;
-  const baton__algo_t *pick = decide(comm, coll, count, elsize, bytes);
-  comm->select->cache[coll][b].bytes = bytes;
-  comm->select->cache[coll][b].algo = pick;
+  if (comm->select->cache[registered][coll][b].algo &&
+      comm->select->cache[registered][coll][b].bytes == bytes)
+    return comm->select->cache[registered][coll][b].algo;
+  const baton__algo_t *pick = decide(comm, coll, count, elsize, bytes, registered);
+  comm->select->cache[registered][coll][b].bytes = bytes;
+  comm->select->cache[registered][coll][b].algo = pick;
   return pick;
+}
+
+/* Registered memory may serve once the communicator has some, on one host:
+ * an allocation is collective, so every rank decides alike, whatever its
+ * own buffers are (the direct algorithm's first step finds out). */
+const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
+                                   size_t elsize) {
+  int registered = comm->mem_allocs > 0 && comm->one_host && comm->host_net;
+  return select_as(comm, coll, count, elsize, registered);
+}
+
+const baton__algo_t *baton__select_staged(baton_comm_t *comm, baton__coll_t coll, size_t count,
+                                          size_t elsize) {
+  return select_as(comm, coll, count, elsize, 0);
 }
 
 /* ------------------------------------------------------------ BATON_ALGO */

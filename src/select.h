@@ -59,6 +59,7 @@ typedef struct {
   int tcp;                       /* some link of the communicator is TCP: it sets the pace */
   int tcp_inside;                /* BATON_TRANSPORT=tcp with several ranks on a host */
   int flat_fits;                 /* baton__flat_fits for this call */
+  int registered;                /* one host, and the communicator has registered memory */
   size_t scratch_bytes;          /* BATON_SCRATCH_BYTES */
   baton__cost_t ring;            /* what the ring (and its chain) pays; segment: a slot */
   baton__cost_t flat;            /* what flat pays: the ring's link, beta grown by the ranks per

@@ -106,8 +106,9 @@ static void check_step(baton__sim_t *s, int r, int i, const baton__step_t *st, i
     baton__sim_report(s, BATON__SIM_E_STEP, r, i,
                       "kind %d, phase %d or src %d is not one of schedule.h", st->kind, st->phase,
                       st->src);
-  if (st->chunk < 0 || st->chunk >= n || st->n > n ||
-      (st->n < 1 && st->kind != BATON__STEP_MAILBOX_PUT))
+  int meets = st->kind == BATON__STEP_MAILBOX_PUT || st->kind == BATON__STEP_DIRECT_ARRIVE ||
+              st->kind == BATON__STEP_DIRECT_DONE;
+  if (st->chunk < 0 || st->chunk >= n || st->n > n || (st->n < 1 && !meets))
     baton__sim_report(s, BATON__SIM_E_STEP, r, i, "run of %d chunks from chunk %d, on %d chunks",
                       st->n, st->chunk, n);
   if ((does & BATON__DOES_SEND) && (does & BATON__DOES_RECV) && st->n != 1)
@@ -115,17 +116,34 @@ static void check_step(baton__sim_t *s, int r, int i, const baton__step_t *st, i
                       st->n);
   int sends = (does & BATON__DOES_SEND) != 0;
   int recvs = (does & BATON__DOES_RECV) || st->kind == BATON__STEP_MAILBOX_COPY;
-  if (sends ? st->send_peer < 0 || st->send_peer >= n || st->send_peer == r : st->send_peer != -1)
-    baton__sim_report(s, BATON__SIM_E_STEP, r, i, "send_peer %d %s", st->send_peer,
-                      sends ? "is not another rank" : "on a kind that does not send");
-  if (recvs ? st->recv_peer < 0 || st->recv_peer >= n || st->recv_peer == r : st->recv_peer != -1)
-    baton__sim_report(s, BATON__SIM_E_STEP, r, i, "recv_peer %d %s", st->recv_peer,
-                      recvs ? "is not another rank" : "on a kind that does not receive");
+  int direct = (does & BATON__DOES_DIRECT) != 0; /* any rank, itself too, or all */
+  if (direct) {
+    if (st->send_peer < BATON__ALL_RANKS || st->send_peer == -1 || st->send_peer >= n ||
+        st->recv_peer < BATON__ALL_RANKS || st->recv_peer == -1 || st->recv_peer >= n ||
+        (st->kind == BATON__STEP_DIRECT_REDUCE) != (st->recv_peer == BATON__ALL_RANKS))
+      baton__sim_report(s, BATON__SIM_E_STEP, r, i,
+                        "recv_peer %d or send_peer %d is neither a rank nor every rank (a "
+                        "direct_reduce reads every rank, a direct_copy one)",
+                        st->recv_peer, st->send_peer);
+  } else if (st->slice) {
+    baton__sim_report(s, BATON__SIM_E_STEP, r, i, "a slice on a kind that is not direct");
+  } else {
+    if (sends ? st->send_peer < 0 || st->send_peer >= n || st->send_peer == r : st->send_peer != -1)
+      baton__sim_report(s, BATON__SIM_E_STEP, r, i, "send_peer %d %s", st->send_peer,
+                        sends ? "is not another rank" : "on a kind that does not send");
+    if (recvs ? st->recv_peer < 0 || st->recv_peer >= n || st->recv_peer == r : st->recv_peer != -1)
+      baton__sim_report(s, BATON__SIM_E_STEP, r, i, "recv_peer %d %s", st->recv_peer,
+                        recvs ? "is not another rank" : "on a kind that does not receive");
+  }
   if (st->finish && !(does & BATON__DOES_REDUCE))
     baton__sim_report(s, BATON__SIM_E_FINISH, r, i, "finish on a kind that does not reduce");
-  if (box && !(s->call.algo->traits & BATON__ALGO_MAILBOX))
+  unsigned trait = st->kind == BATON__STEP_DIRECT_ARRIVE || st->kind == BATON__STEP_DIRECT_DONE
+                       ? BATON__ALGO_REGISTERED
+                       : BATON__ALGO_MAILBOX;
+  if (box && !(s->call.algo->traits & trait))
     baton__sim_report(s, BATON__SIM_E_MAILBOX, r, i,
-                      "a mailbox step in %s, which has no mailbox trait", s->call.algo->name);
+                      "a rendezvous step in %s, which has no %s trait", s->call.algo->name,
+                      trait == BATON__ALGO_MAILBOX ? "mailbox" : "registered");
   if (key < *last)
     baton__sim_report(s, BATON__SIM_E_ORDER, r, i, "comes after round %s %d",
                       baton__phase_name(*last >> 16), *last & 0xffff);
@@ -230,6 +248,7 @@ int baton__sim_build(baton__sim_t *s, const baton__sim_call_t *call) {
   t->base = baton__sim_alloc((size_t)n, sizeof *t->base);
   t->window = baton__sim_alloc((size_t)n, sizeof *t->window);
   t->put = baton__sim_alloc((size_t)n, 1);
+  t->done = baton__sim_alloc((size_t)n, 1);
   t->blocked = baton__sim_alloc((size_t)n, 1);
   t->woken = baton__sim_alloc((size_t)n, sizeof *t->woken);
   t->win = baton__sim_alloc((size_t)n, sizeof *t->win);
@@ -339,9 +358,12 @@ static void check_end(baton__sim_t *s) {
   for (int r = 0; r < t->n; r++)
     if (t->at[r] < t->nsteps[r]) {
       const baton__step_t *st = baton__sim_step_of(s, r, t->at[r]);
-      if (st->kind == BATON__STEP_MAILBOX_PUT)
+      if (st->kind == BATON__STEP_MAILBOX_PUT || st->kind == BATON__STEP_DIRECT_ARRIVE)
         baton__sim_report(s, BATON__SIM_E_NO_MESSAGE, r, t->at[r],
                           "waits for %d rank(s) that never put", t->n - t->nput);
+      else if (st->kind == BATON__STEP_DIRECT_DONE)
+        baton__sim_report(s, BATON__SIM_E_NO_MESSAGE, r, t->at[r],
+                          "waits for %d rank(s) that never reach direct_done", t->n - t->ndone);
       else
         baton__sim_report(s, BATON__SIM_E_NO_MESSAGE, r, t->at[r],
                           "waits forever for chunks %d+%d from rank %d", st->chunk, st->n,
@@ -452,8 +474,8 @@ void baton__sim_free(baton__sim_t *s) {
   free(t->work), free(t->origin), free(t->flags), free(t->len);
   free(t->in_val), free(t->head), free(t->tail), free(t->at), free(t->nsteps), free(t->base),
       free(t->window);
-  free(t->put), free(t->blocked), free(t->woken), free(t->win), free(t->tmp), free(t->clock),
-      free(t->pending);
+  free(t->put), free(t->done), free(t->blocked), free(t->woken), free(t->win), free(t->tmp),
+      free(t->clock), free(t->pending);
   free(t);
   s->st = NULL;
 }

@@ -34,9 +34,10 @@ struct baton__sim_state {
   size_t *len;
   unsigned *in_val; /* [r]: {r} */
   msg_t **head, **tail, *all, *spare_msg;
-  int *at, *nsteps, *base, *window, nput;
+  int *at, *nsteps, *base, *window, nput, ndone;
   baton__step_t **win, *tmp;
   unsigned char *put, *blocked; /* [r]: waits in this round */
+  unsigned char *done;          /* [r]: reached direct-done */
   int *woken, nwoken;           /* ranks to run again in this round */
   int *clock;                   /* [r * n + t], when the overwrite rule is checked */
   pending_t *pending;

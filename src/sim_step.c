@@ -280,6 +280,18 @@ static int do_copy(baton__sim_t *s, int r, int i, const baton__step_t *st) {
   return 1;
 }
 
+/* A rendezvous: rank r marks its arrival; 1 once every rank has, 2 when
+ * this call marked it and waits, 0 when it still waits. */
+static int meet(st_t *t, unsigned char *mark, int *count, int r) {
+  if (!mark[r]) {
+    mark[r] = 1, (*count)++;
+    for (int q = 0; *count == t->n && q < t->n; q++)
+      wake(t, q);
+    return *count == t->n ? 1 : 2;
+  }
+  return *count == t->n;
+}
+
 /* MAILBOX_PUT: 1 once every rank has put, 2 when this call put and waits. */
 static int do_put(baton__sim_t *s, int r, int i, const baton__step_t *st) {
   st_t *t = s->st;
@@ -289,12 +301,8 @@ static int do_put(baton__sim_t *s, int r, int i, const baton__step_t *st) {
       if (get(s, r, i, BATON__FROM_INPUT, c, &o))
         t->flags[at(t, r, c)] |= CELL_BOX;
     }
-    t->put[r] = 1, t->nput++;
-    for (int q = 0; t->nput == t->n && q < t->n; q++)
-      wake(t, q);
-    return t->nput == t->n ? 1 : 2;
   }
-  return t->nput == t->n;
+  return meet(t, t->put, &t->nput, r);
 }
 
 static unsigned box(baton__sim_t *s, int r, int i, int q, int c) {
@@ -303,6 +311,21 @@ static unsigned box(baton__sim_t *s, int r, int i, int q, int c) {
   baton__sim_report(s, BATON__SIM_E_EMPTY, r, i,
                     "reads chunk %d from rank %d's mailbox, which it did not put", c, q);
   return 0;
+}
+
+/* Chunk c of every rank's mailbox (or INPUT shown), combined in rank
+ * order (owned), or 0. */
+static unsigned box_sum(baton__sim_t *s, int r, int i, int c) {
+  st_t *t = s->st;
+  unsigned v = 0;
+  for (int q = 0; q < t->n; q++) {
+    unsigned w = box(s, r, i, q, c),
+             sum = q == 0 ? baton__sim_ref(&t->pool, w) : combine(s, r, i, c, w, c, v, c);
+    baton__sim_drop(&t->pool, v);
+    if (!(v = sum))
+      break;
+  }
+  return v;
 }
 
 static int do_mailbox(baton__sim_t *s, int r, int i, const baton__step_t *st) {
@@ -316,13 +339,8 @@ static int do_mailbox(baton__sim_t *s, int r, int i, const baton__step_t *st) {
     unsigned v = 0;
     if (st->kind == BATON__STEP_MAILBOX_COPY)
       v = baton__sim_ref(&t->pool, box(s, r, i, st->recv_peer, c));
-    for (int q = 0; st->kind == BATON__STEP_MAILBOX_REDUCE && q < t->n; q++) {
-      unsigned w = box(s, r, i, q, c),
-               sum = q == 0 ? baton__sim_ref(&t->pool, w) : combine(s, r, i, c, w, c, v, c);
-      baton__sim_drop(&t->pool, v);
-      if (!(v = sum))
-        break;
-    }
+    if (st->kind == BATON__STEP_MAILBOX_REDUCE)
+      v = box_sum(s, r, i, c);
     if (st->finish)
       v = finish(s, r, i, c, v);
     if (v)
@@ -331,6 +349,74 @@ static int do_mailbox(baton__sim_t *s, int r, int i, const baton__step_t *st) {
   for (int q = 0; q < t->n; q++)
     if (q != r && (st->kind == BATON__STEP_MAILBOX_REDUCE || q == st->recv_peer))
       xfer(s, q, r, -1, BATON__FROM_INPUT, st->chunk, st, 1);
+  return 1;
+}
+
+/* DIRECT_ARRIVE: the rank's whole INPUT, for the peers to read where it
+ * lies; then a put's rendezvous. */
+static int do_arrive(baton__sim_t *s, int r) {
+  st_t *t = s->st;
+  for (int c = 0; !t->put[r] && c < t->n; c++)
+    if (t->flags[at(t, r, c)] & CELL_IN)
+      t->flags[at(t, r, c)] |= CELL_BOX;
+  return meet(t, t->put, &t->nput, r);
+}
+
+/* DIRECT_DONE: every rank's, as a put's rendezvous. */
+static int do_done(baton__sim_t *s, int r, int i) {
+  st_t *t = s->st;
+  if (!t->put[r])
+    baton__sim_report(s, BATON__SIM_E_MAILBOX, r, i, "reaches direct_done before direct_arrive");
+  return meet(t, t->done, &t->ndone, r);
+}
+
+/* v (owned) into the output chunk c of rank `to`, or of every rank. */
+static void land_out(baton__sim_t *s, int r, int i, const baton__step_t *st, int c, unsigned v,
+                     int o) {
+  int to = st->send_peer;
+  st_t *t = s->st;
+  for (int q = 0; q < t->n; q++) {
+    if (to != BATON__ALL_RANKS && q != to)
+      continue;
+    if (!(t->flags[at(t, q, c)] & CELL_OUT)) {
+      baton__sim_report(s, BATON__SIM_E_EMPTY, r, i,
+                        "writes chunk %d into rank %d's output, which has no such chunk", c, q);
+      continue;
+    }
+    baton__sim_land(s, q, i, c, baton__sim_ref(&t->pool, v), o);
+    if (q != r)
+      xfer(s, r, q, -1, BATON__FROM_WORK, c, st, 1);
+  }
+  baton__sim_drop(&t->pool, v);
+}
+
+/* DIRECT_REDUCE and DIRECT_COPY: the peers' INPUT read where it lies (each
+ * rank's direct_arrive put all of it), the outputs written the same way.
+ * A slice (one rank's N-th of the chunk) counts as the whole chunk here:
+ * the simulator has no parts of chunks. */
+static int do_direct(baton__sim_t *s, int r, int i, const baton__step_t *st) {
+  st_t *t = s->st;
+  if (!t->put[r]) {
+    baton__sim_report(s, BATON__SIM_E_MAILBOX, r, i, "reads a peer before direct_arrive");
+    return 1;
+  }
+  for (int j = 0; j < st->n; j++) {
+    int c = (st->chunk + j) % t->n, from = st->recv_peer, o = c;
+    unsigned v = 0;
+    if (st->kind == BATON__STEP_DIRECT_COPY) {
+      o = t->alltoall ? st->send_peer : c; /* output chunk `from` is INPUT chunk `to` */
+      v = baton__sim_ref(&t->pool, box(s, r, i, from, o));
+    }
+    if (st->kind == BATON__STEP_DIRECT_REDUCE)
+      v = box_sum(s, r, i, c);
+    if (st->finish)
+      v = finish(s, r, i, c, v);
+    for (int q = 0; q < t->n; q++)
+      if (q != r && (st->kind == BATON__STEP_DIRECT_REDUCE || q == from))
+        xfer(s, q, r, -1, BATON__FROM_INPUT, o, st, 1);
+    if (v)
+      land_out(s, r, i, st, c, v, o);
+  }
   return 1;
 }
 
@@ -348,5 +434,11 @@ int baton__sim_run_step(baton__sim_t *s, int r, int i) {
     return do_copy(s, r, i, st);
   if (st->kind == BATON__STEP_MAILBOX_PUT)
     return do_put(s, r, i, st);
+  if (st->kind == BATON__STEP_DIRECT_ARRIVE)
+    return do_arrive(s, r);
+  if (st->kind == BATON__STEP_DIRECT_DONE)
+    return do_done(s, r, i);
+  if (baton__step_does(st->kind) & BATON__DOES_DIRECT)
+    return do_direct(s, r, i, st);
   return do_mailbox(s, r, i, st);
 }

@@ -525,6 +525,35 @@ for n in 1 2 6 7; do
   run "test_coll -n $n --quick BATON_ALGO=dbtree" 1 env BATON_FLAT_BYTES=0 BATON_ALGO=dbtree \
     "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick
 done
+# Registered memory (baton_mem_alloc): the direct algorithm forced on every
+# collective, dtype and mode at 2 and 3 ranks (every count), at 4, 5 and 8
+# (quick) and through 256-byte pieces (many rounds); with some ranks'
+# buffers not registered (the calls hand themselves to the staged path);
+# chosen by the selection; and across 2 emulated hosts, where the memory
+# is local and every call staged. test_mem: the API's errors, calls in
+# flight, allocation in a loop, a failed allocation.
+for n in 2 3; do
+  run "test_coll -n $n --registered all BATON_ALGO=direct" 1 env BATON_FLAT_BYTES=0 \
+    BATON_ALGO=direct "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --registered all
+done
+for n in 4 5 8; do
+  run "test_coll -n $n --quick --registered all BATON_ALGO=direct" 1 env BATON_ALGO=direct \
+    "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick --registered all
+done
+run "test_coll -n 3 --quick --registered all BATON_ALGO=direct $ALGO_SMALL" 1 env $ALGO_SMALL \
+  BATON_ALGO=direct "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_coll" --quick --registered all
+for n in 2 3 4; do
+  run "test_coll -n $n --quick --registered some BATON_ALGO=direct" 1 env BATON_ALGO=direct \
+    "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick --registered some
+done
+run "test_coll -n 4 --registered all" 1 "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll" \
+  --registered all
+run "test_coll -n 4 --quick --registered all 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
+  sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick --registered all' \
+  "$BUILD/tests/test_coll"
+for n in 1 2 3 4; do
+  run "test_mem -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_mem"
+done
 run "test_coll -n 4 allreduce 2M BATON_ALGO=rd BATON_TRANSPORT=tcp 16M segments" 1 env \
   BATON_ALGO=rd BATON_TRANSPORT=tcp BATON_SEGMENT_BYTES=16M BATON_PAIR_SEGMENT_BYTES=16M \
   BATON_TCP_SEGMENT_BYTES=16M "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll" \

@@ -5,6 +5,7 @@
  * `baton-run -n N`.
  *
  *   test_coll [--quick] [--coll NAME] [--dtype NAME] [--op NAME] [--count N]
+ *             [--registered all|some]
  *
  * NAME for --coll is one of the collectives above, barrier or consistency;
  * --dtype, --op and --count narrow the sweep down to one case when
@@ -35,6 +36,12 @@
  * before and after the receive buffer and, out of place, the send buffer.
  * Buffers start one element off a 64-byte boundary in some cases (by the
  * count's low bits), as pointers into a user's array may.
+ *
+ * --registered takes the send and receive buffers from baton_mem_alloc, on
+ * every rank (all) or on the even ranks only (some: the odd ones allocate
+ * too, as the call is collective, but pass malloc'd buffers), so that the
+ * direct algorithm runs (BATON_ALGO=direct forces it), or hands the calls
+ * to the staged path when some rank's buffers are not registered.
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -85,6 +92,7 @@ static const char *const op_names[BATON_OP_COUNT] = {"sum", "prod", "min", "max"
 typedef struct {
   tally_t t;
   int quick;
+  int registered;                     /* --registered: 0 none, 1 all, 2 some */
   int only_coll, only_dtype, only_op; /* -1: all */
   long long only_count;               /* -1: all */
   size_t counts[16];
@@ -757,7 +765,7 @@ static void barrier_checks(test_t *T) {
 
 __attribute__((noreturn)) static void usage(void) {
   fprintf(stderr, "usage: test_coll [--quick] [--coll NAME] [--dtype NAME] "
-                  "[--op NAME] [--count N]\n");
+                  "[--op NAME] [--count N] [--registered all|some]\n");
   exit(2);
 }
 
@@ -780,7 +788,9 @@ static void parse_args(test_t *T, int argc, char **argv) {
     }
     if (!v)
       usage();
-    if (strcmp(a, "--coll") == 0)
+    if (strcmp(a, "--registered") == 0 && (!strcmp(v, "all") || !strcmp(v, "some")))
+      T->registered = strcmp(v, "all") == 0 ? 1 : 2;
+    else if (strcmp(a, "--coll") == 0)
       T->only_coll = lookup(coll_names, NCOLLS, v);
     else if (strcmp(a, "--dtype") == 0)
       T->only_dtype = lookup(dtype_names, BATON_DTYPE_COUNT, v);
@@ -818,7 +828,21 @@ static void make_counts(test_t *T) {
   }
 }
 
-static unsigned char *alloc_buffer(size_t bytes, int guarded) {
+/* With --registered, send and receive buffers (shared) come from
+ * baton_mem_alloc, which every rank calls; under "some" the odd ranks then
+ * use malloc'd memory instead. */
+static unsigned char *alloc_buffer(test_t *T, size_t bytes, int guarded, int shared) {
+  void *reg = NULL;
+  if (shared && T->registered) {
+    int rc = baton_mem_alloc(T->t.comm, bytes + 2 * GUARD, &reg);
+    if (rc != BATON_OK) {
+      fprintf(stderr, "test_coll: baton_mem_alloc: %s: %s\n", baton_err_name(rc),
+              baton_comm_last_error(T->t.comm));
+      exit(1);
+    }
+    if (T->registered == 1 || T->t.rank % 2 == 0)
+      return (unsigned char *)reg + (guarded ? GUARD : 0);
+  }
   unsigned char *p = malloc(bytes + 2 * GUARD);
   if (!p) {
     fprintf(stderr, "test_coll: out of memory (%zu bytes)\n", bytes);
@@ -842,10 +866,11 @@ int main(int argc, char **argv) {
   }
   T.displs = T.vcounts + n;
   T.prefix = T.displs + n;
-  T.send = alloc_buffer(bytes + 8, 1); /* + 8: room for the shifts */
-  T.recv = alloc_buffer(bytes + 8, 1);
-  T.input = alloc_buffer(bytes, 0);
-  T.expect = alloc_buffer(bytes, 0);
+  T.send = alloc_buffer(&T, bytes + 8, 1, 1); /* + 8: room for the shifts */
+  T.recv = alloc_buffer(&T, bytes + 8, 1, 1);
+  T.input = alloc_buffer(&T, bytes, 0, 0);
+  T.expect = alloc_buffer(&T, bytes, 0, 0);
+  int mine = T.registered == 1 || (T.registered == 2 && T.t.rank % 2 == 0);
   for (int coll = 0; coll < NCOLLS && !T.t.broken; coll++) {
     if (T.only_coll >= 0 && T.only_coll != coll)
       continue;
@@ -856,9 +881,11 @@ int main(int argc, char **argv) {
     else if (served(&T, coll))
       sweep(&T, coll);
   }
-  int status = tally_finish(&T.t);
-  free(T.send - GUARD);
-  free(T.recv - GUARD);
+  int status = tally_finish(&T.t); /* its baton_comm_destroy frees registered memory */
+  if (!mine) {
+    free(T.send - GUARD);
+    free(T.recv - GUARD);
+  }
   free(T.input);
   free(T.expect);
   free(T.vcounts);

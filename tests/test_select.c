@@ -8,6 +8,7 @@
  *    fold added; the candidates come sorted;
  *  - latency-bound costs make flat win small messages, bandwidth-bound
  *    ones the ring large ones (with two or more algorithms to choose from);
+ *    direct competes only where registered memory may serve;
  *  - BATON_ALGO's algorithm wins where it can serve the call, and where it
  *    cannot (does not serve the collective, flat off one host, scratch
  *    memory too small) the next best is used with a reason;
@@ -48,8 +49,9 @@ static baton__select_in_t costs(int n, double alpha, double beta, int flat_fits)
 static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton__coll_t coll,
                      double bytes) {
   int flat = strcmp(a->name, "flat") == 0, ring = strcmp(a->name, "ring") == 0;
+  int direct = strcmp(a->name, "direct") == 0; /* flat's two rendezvous, no rounds */
   int rooted = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
-  const baton__cost_t *c = flat ? &in->flat : ring ? &in->ring : &in->pair;
+  const baton__cost_t *c = flat || direct ? &in->flat : ring ? &in->ring : &in->pair;
   double piece = ring || flat ? in->ring_piece : in->pair_piece;
   if (strcmp(a->name, "pairwise") == 0) /* one block a message, one per peer: N times a share */
     piece *= in->size;
@@ -64,7 +66,7 @@ static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton
   double chunk = rooted ? bytes : bytes / in->size, rounds = 1;
   while (rounds * piece < chunk)
     rounds++;
-  if (!flat && !(ring && rooted) && t > 0)
+  if (!flat && !direct && !(ring && rooted) && t > 0)
     t += (rounds - 1) * msgs * c->alpha;
   return t;
 }
@@ -77,6 +79,7 @@ static void check_argmin(const baton__select_in_t *in, baton__coll_t coll, doubl
   for (int i = 0; i < na; i++) {
     if (!(all[i].colls & (1u << coll)) ||
         ((all[i].traits & BATON__ALGO_MAILBOX) && !in->flat_fits) ||
+        ((all[i].traits & BATON__ALGO_REGISTERED) && !in->registered) ||
         baton__algo_scratch(&all[i], coll, bytes) > (double)in->scratch_bytes ||
         ((all[i].traits & BATON__ALGO_HOST_LEADERS) && (in->hosts < 2 || in->hostmax < 2)))
       continue;
@@ -109,6 +112,8 @@ static void test_argmin(void) {
         for (int flat = 0; flat < 2; flat++) {
           baton__select_in_t shm = costs(sizes[s], 0.5e-6, 0.1e-9, flat);
           baton__select_in_t tcp = costs(sizes[s], 25e-6, 8e-9, 0);
+          check_argmin(&shm, colls[k], bytes);
+          shm.registered = 1; /* registered memory: direct competes */
           check_argmin(&shm, colls[k], bytes);
           check_argmin(&tcp, colls[k], bytes);
           /* Two hosts of N/2 ranks: hier's fold through shared memory, or

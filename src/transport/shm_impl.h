@@ -68,7 +68,8 @@ typedef struct {
   uint32_t nranks, nslots;
   uint64_t slot_bytes, total_bytes, mailbox_bytes; /* mailbox: header + data */
   uint64_t pair_slot_bytes;
-  char pad0[CACHELINE - 48];
+  uint64_t flat_bytes; /* the mailboxes' room for flat: BATON_FLAT_BYTES of the creator */
+  char pad0[CACHELINE - 56];
   _Atomic int32_t abort_claim; /* the first rank that fails takes it */
   _Atomic int32_t abort_rc;    /* then writes the message, then the code */
   char abort_msg[CACHELINE * 8 - 8];

@@ -41,7 +41,14 @@ void *baton__shm_mailbox(void *impl, int rank, uint32_t call) {
 
 size_t baton__shm_mailbox_bytes(const void *impl) {
   const baton__shm_t *s = impl;
-  return s->hdr->mailbox_bytes - MAILBOX_DATA;
+  return s->hdr->flat_bytes;
+}
+
+/* A mailbox holds flat's message, and at least BATON__SHOW_BYTES for what
+ * registered memory shows (mem.c, exec_direct.c) whatever BATON_FLAT_BYTES. */
+static size_t mailbox_of(const baton__params_t *p) {
+  size_t data = p->flat_bytes > BATON__SHOW_BYTES ? p->flat_bytes : BATON__SHOW_BYTES;
+  return align_up(MAILBOX_DATA + data, CACHELINE);
 }
 
 /* After a failed wait: which ranks have not arrived, and is one dead. */
@@ -210,7 +217,8 @@ static int create_file(baton__shm_t *s, const baton__params_t *p, char *name, si
   s->hdr->slot_bytes = s->send_conn.slot_bytes;
   s->hdr->pair_slot_bytes = pair_slot_bytes(p);
   s->hdr->total_bytes = s->bytes;
-  s->hdr->mailbox_bytes = align_up(MAILBOX_DATA + p->flat_bytes, CACHELINE);
+  s->hdr->mailbox_bytes = mailbox_of(p);
+  s->hdr->flat_bytes = align_up(MAILBOX_DATA + p->flat_bytes, CACHELINE) - MAILBOX_DATA;
   s->hdr->magic = SHM_MAGIC;
   return 0;
 fail_unlink:
@@ -289,7 +297,7 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   s->oversubscribed = cpus > 0 && size > cpus;
   s->send_conn.slot_bytes = s->recv_conn.slot_bytes = p->segment_bytes / CACHELINE * CACHELINE;
   s->bytes =
-      header_bytes(size, align_up(MAILBOX_DATA + p->flat_bytes, CACHELINE)) +
+      header_bytes(size, mailbox_of(p)) +
       (size_t)size * align_up(chan_bytes((uint32_t)p->shm_slots, s->send_conn.slot_bytes), 4096) +
       (size_t)size * (size_t)(size - 1) *
           align_up(chan_bytes((uint32_t)p->shm_slots, pair_slot_bytes(p)), 4096);

@@ -24,6 +24,11 @@ typedef struct baton__conn baton__conn_t;
  * they send and receivers compare it with their own before using a byte,
  * so calls that differ across ranks fail as BATON_EMISMATCH instead of
  * hanging or mixing data. */
+/* Every mailbox of the host's rendezvous holds at least this much, for
+ * what registered memory shows (mem.c, exec_direct.c), whatever
+ * BATON_FLAT_BYTES; flat's room is mailbox_bytes. */
+#define BATON__SHOW_BYTES 512
+
 typedef struct {
   uint64_t seq;   /* collective number on this communicator */
   uint64_t count; /* the call's count argument; alltoallv: a block's count (exec.c) */
@@ -139,7 +144,7 @@ typedef struct {
   int (*peek)(void *t, uint32_t call, const baton__sig_t *sig, char *why, size_t whylen);
   void (*publish)(void *t, const baton__sig_t *sig);
   void *(*mailbox)(void *t, int rank, uint32_t call);
-  size_t (*mailbox_bytes)(const void *t);
+  size_t (*mailbox_bytes)(const void *t); /* flat's room; every mailbox has BATON__SHOW_BYTES */
 } baton__fabric_t;
 
 /* One transport of a communicator: its table and its instance. */

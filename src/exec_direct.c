@@ -1,0 +1,253 @@
+/*
+ * exec_direct.c - the executor's steps of the direct algorithm (direct.c):
+ * registered buffers read and written where they lie.
+ *
+ * direct-arrive shows this rank's buffers to the others in its mailbox, as
+ * an allocation's number and an offset (mem.c), and meets them at the
+ * host's rendezvous. If every rank's buffers are registered, each maps
+ * every peer's INPUT and output from what they showed, checked against the
+ * memory that peer registered; if some rank's are not, every rank saw the
+ * same messages, so all of them meet once more (nobody reuses the
+ * mailboxes before all have read them) and run the staged algorithm the
+ * selection picks without registered memory (baton__call_restage).
+ *
+ * A round works on one piece of each chunk (baton__direct_piece): a
+ * reduction combines the inputs' pieces into scratch that stays in the
+ * cache, then copies it to each output that needs it, with non-temporal
+ * stores for large buffers; so each input byte is read from memory once
+ * and each output byte written once. direct-done, in the last round, is the
+ * second rendezvous: no rank returns while another still reads its input
+ * or writes its output.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "mem.h"
+
+/* What a rank shows at direct-arrive. */
+typedef struct {
+  uint32_t ok;            /* every buffer the call needs of it is registered */
+  uint32_t in_id, out_id; /* their allocations (0: the call needs none) */
+  uint32_t pad;
+  uint64_t in_off, out_off;
+} shown_t;
+_Static_assert(sizeof(shown_t) <= BATON__SHOW_BYTES, "a mailbox holds what a rank shows");
+
+/* Half the L1 data cache, so that the piece a reduction leaves in scratch
+ * is still there when it is copied out (measured at N=2, 128 MiB on a
+ * 32 KiB L1: 16 KiB pieces 1.1-1.3x faster than 64 KiB ones); never more
+ * than the pair channels' segment (BATON_PAIR_SEGMENT_BYTES), which the
+ * tests shrink to make many rounds. */
+size_t baton__direct_piece(const baton_comm_t *comm, size_t elsize) {
+  static size_t l1;
+  if (!l1) {
+    long got = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    l1 = got >= 4096 && got <= (1L << 24) ? (size_t)got : 32 << 10;
+  }
+  size_t bytes = l1 / 2 < comm->stream_slot_bytes ? l1 / 2 : comm->stream_slot_bytes;
+  size_t n = bytes / elsize;
+  return n ? n : 1;
+}
+
+static shown_t *shown(const baton__call_t *c, int rank) {
+  const baton__net_t *host = c->comm->host_net;
+  return host->ops->mailbox(host->impl, rank, c->rendezvous);
+}
+
+/* Bytes of INPUT (input) or of the output a layout uses. */
+static size_t extent(const baton__layout_t *l, int n, size_t es, int input) {
+  size_t most = 0;
+  for (int ch = 0; ch < n; ch++) {
+    size_t off = input ? l->in_off[ch] : l->out_off[ch], len = input ? l->in_len[ch] : l->len[ch];
+    if (off != BATON__NO_OUT && len && (off + len) * es > most)
+      most = (off + len) * es;
+  }
+  return most;
+}
+
+/* The per-rank tables (call.h), and room for one rank's layout. */
+static int tables(baton__call_t *c, baton__layout_t *l) {
+  size_t n = (size_t)c->comm->size;
+  if (!c->peer_in) {
+    char *m = calloc(1, 2 * n * sizeof(char *) + (2 * n * n + 6 * n) * sizeof(size_t));
+    if (!m)
+      return -1;
+    c->peer_in = (char **)m;
+    c->peer_out = c->peer_in + n;
+    c->peer_in_off = (size_t *)(c->peer_out + n);
+    c->peer_out_off = c->peer_in_off + n * n;
+  }
+  size_t *t = c->peer_out_off + n * n;
+  *l = (baton__layout_t){t, t + n, t + 2 * n, t + 3 * n, t + 4 * n, t + 5 * n};
+  return 0;
+}
+
+/* Rank q's buffers, mapped here: its layout from the call's arguments
+ * (every rank knows them; alltoallv, whose it does not, is not served),
+ * its mapping from what it showed. */
+static int map_rank(baton__call_t *c, const baton__step_t *st, int q, baton__layout_t *l) {
+  const baton__call_args_t *a = &c->args;
+  int n = c->comm->size;
+  baton__layout_args_t la = {.coll = a->coll,
+                             .rank = q,
+                             .size = n,
+                             .root = a->root == BATON__NO_ROOT ? 0 : a->root,
+                             .count = a->count,
+                             .counts = a->counts,
+                             .displs = a->displs};
+  baton__layout_fill(l, &la);
+  memcpy(c->peer_in_off + (size_t)q * (size_t)n, l->in_off, (size_t)n * sizeof(size_t));
+  memcpy(c->peer_out_off + (size_t)q * (size_t)n, l->out_off, (size_t)n * sizeof(size_t));
+  if (q == c->comm->rank) {
+    c->peer_in[q] = (char *)c->in;
+    c->peer_out[q] = c->out;
+    return 0;
+  }
+  const shown_t *s = shown(c, q);
+  size_t need[2] = {extent(l, n, c->elsize, 1), extent(l, n, c->elsize, 0)};
+  uint32_t id[2] = {s->in_id, s->out_id};
+  uint64_t off[2] = {s->in_off, s->out_off};
+  char *base[2] = {NULL, NULL};
+  for (int k = 0; k < 2; k++) {
+    size_t bytes = 0;
+    if (!need[k])
+      continue;
+    base[k] = baton__mem_peer(c->comm, q, id[k], &bytes);
+    if (!base[k] || off[k] > bytes || bytes - off[k] < need[k]) {
+      char why[160];
+      snprintf(why, sizeof why,
+               "rank %d shows its %s as %zu bytes at %llu of registered memory #%u, which %s", q,
+               k ? "output" : "input", need[k], (unsigned long long)off[k], id[k],
+               base[k] ? "is not that large" : "this rank does not map");
+      return baton__step_fail(c, st, BATON_EPROTO, why);
+    }
+    base[k] += off[k];
+  }
+  c->peer_in[q] = base[0];
+  c->peer_out[q] = base[1];
+  return 0;
+}
+
+static int meet(baton__call_t *c, const baton__step_t *st, uint32_t rendezvous) {
+  const baton__net_t *host = c->comm->host_net;
+  char why[BATON__ERRLEN];
+  int rc = host->ops->arrive(host->impl, rendezvous, &c->sig, c->comm->params.timeout_s, why,
+                             sizeof why);
+  return rc ? baton__step_fail(c, st, rc, why) : 0;
+}
+
+int baton__direct_arrive(baton__call_t *c, const baton__step_t *st) {
+  if (c->x.round_start)
+    return 0;
+  baton_comm_t *comm = c->comm;
+  int n = comm->size;
+  baton__layout_t l;
+  if (tables(c, &l) != 0)
+    return baton__step_fail(c, st, BATON_ENOMEM, "out of memory for the peers' buffers");
+  size_t in_bytes = extent(&c->layout, n, c->elsize, 1);
+  size_t out_bytes = extent(&c->layout, n, c->elsize, 0);
+  shown_t *mine = shown(c, comm->rank);
+  size_t in_off = 0, out_off = 0;
+  uint32_t in_id = 0, out_id = 0;
+  int ok = (!in_bytes || baton__mem_find(comm, c->in, in_bytes, &in_id, &in_off)) &&
+           (!out_bytes || baton__mem_find(comm, c->out, out_bytes, &out_id, &out_off));
+  *mine = (shown_t){
+      .ok = (uint32_t)ok, .in_id = in_id, .out_id = out_id, .in_off = in_off, .out_off = out_off};
+  int rc = meet(c, st, c->rendezvous);
+  for (int q = 0; q < n && !rc && ok; q++)
+    ok = shown(c, q)->ok == 1;
+  if (rc)
+    return rc;
+  if (!ok) {
+    /* All saw it: all take the staged path, once all have read what was
+     * shown. The second rendezvous says so; a staged flat takes it as its
+     * own (its mailboxes are the other set). */
+    const baton__algo_t *staged =
+        baton__select_staged(comm, c->args.coll, c->args.count, c->elsize);
+    if (!(staged->traits & BATON__ALGO_MAILBOX) && (rc = meet(c, st, c->rendezvous + 1)) != 0)
+      return rc;
+    baton__log_info(COLL, "%s #%llu: not every rank's buffers are registered: staged, %s",
+                    c->args.name, (unsigned long long)c->seq, staged->name);
+    rc = baton__call_restage(c, staged);
+    return rc ? rc : BATON__DIRECT_RESTAGED;
+  }
+  for (int q = 0; q < n && !rc; q++)
+    rc = map_rank(c, st, q, &l);
+  return rc;
+}
+
+int baton__direct_done(baton__call_t *c, const baton__step_t *st) {
+  if (c->x.round_start + c->x.piece < c->x.maxlen)
+    return 0;
+  return meet(c, st, c->rendezvous + 1);
+}
+
+/* This round's piece of chunk ch: its offset in the chunk and its
+ * elements; a slice step takes only this rank's N-th of the chunk. */
+static size_t piece_at(const baton__call_t *c, const baton__step_t *st, int ch, size_t *off) {
+  size_t len = c->layout.len[ch];
+  *off = c->x.round_start;
+  if (st->slice) {
+    int n = c->comm->size, me = c->comm->rank;
+    size_t lo = baton__chunk_off(len, n, me);
+    len = baton__chunk_len(len, n, me);
+    *off += lo;
+    return piece_of(c, len);
+  }
+  return piece_of(c, len);
+}
+
+static char *in_of(const baton__call_t *c, int q, int ch, size_t off) {
+  size_t at = c->peer_in_off[(size_t)q * (size_t)c->comm->size + (size_t)ch];
+  return c->peer_in[q] + (at + off) * c->elsize;
+}
+
+static char *out_of(const baton__call_t *c, int q, int ch, size_t off) {
+  size_t at = c->peer_out_off[(size_t)q * (size_t)c->comm->size + (size_t)ch];
+  return c->peer_out[q] + (at + off) * c->elsize;
+}
+
+/* The piece to rank `to`'s output, or to every rank's. */
+static void put(const baton__call_t *c, int to, int ch, size_t off, const char *src, size_t k) {
+  int first = to == BATON__ALL_RANKS ? 0 : to,
+      last = to == BATON__ALL_RANKS ? c->comm->size : to + 1;
+  for (int q = first; q < last; q++) {
+    char *dst = out_of(c, q, ch, off);
+    if (dst != src)
+      baton__copy_out(c, dst, src, k * c->elsize);
+  }
+}
+
+int baton__direct_reduce(baton__call_t *c, const baton__step_t *st) {
+  int n = c->comm->size;
+  char *t = c->work; /* a piece, in the cache */
+  for (int i = 0; i < st->n; i++) {
+    int ch = chunk_at(c, st->chunk, i);
+    size_t off, k = piece_at(c, st, ch, &off);
+    if (!k)
+      continue;
+    c->x.reduce(t, in_of(c, 0, ch, off), in_of(c, 1, ch, off), k);
+    for (int q = 2; q < n; q++)
+      c->x.reduce(t, t, in_of(c, q, ch, off), k);
+    if (st->finish && c->args.op == BATON_AVG)
+      baton__reduce_div(t, k, c->args.dtype, n);
+    put(c, st->send_peer, ch, off, t, k);
+  }
+  return 0;
+}
+
+int baton__direct_copy(baton__call_t *c, const baton__step_t *st) {
+  /* alltoall: output chunk `from` is INPUT chunk `to` of the sender. */
+  int alltoall = c->args.coll == BATON__COLL_ALLTOALL;
+  for (int i = 0; i < st->n; i++) {
+    int ch = chunk_at(c, st->chunk, i);
+    size_t off, k = piece_at(c, st, ch, &off);
+    if (k)
+      put(c, st->send_peer, ch, off, in_of(c, st->recv_peer, alltoall ? st->send_peer : ch, off),
+          k);
+  }
+  return 0;
+}
