@@ -21,6 +21,13 @@
 #include <string.h>
 #include <time.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <stdint.h>
+
 #include "baton.h"
 #include "bench_common.h"
 
@@ -70,6 +77,13 @@ static void usage(FILE *f) {
              "      --busy cpu|sleep    how --overlap is busy: a fixed arithmetic loop "
              "(cpu) or\n"
              "                          away from the CPU (sleep, the default)\n"
+             "      --registered        send and receive buffers from baton_mem_alloc "
+             "(the direct\n"
+             "                          algorithm on one host)\n"
+             "      --membw             instead of the sweep: every rank copies -e bytes "
+             "at once,\n"
+             "                          the copy rate per rank for the memory-bound "
+             "limit\n"
              "  -h, --help              this text\n"
              "Sizes are of the whole buffer, as in nccl-tests; time is the "
              "slowest rank's\n"
@@ -292,6 +306,7 @@ static void set_algo(const char *algo) {
 
 static double overlap_ms = -1;
 static int overlap_cpu;
+static int registered, membw; /* --registered, --membw (below) */
 
 static void own_opt(int c, const char *arg) {
   char *end;
@@ -299,6 +314,10 @@ static void own_opt(int c, const char *arg) {
     overlap_ms = strtod(arg, &end);
     if (end == arg || *end || overlap_ms < 0 || overlap_ms > 1e6)
       bench_die("--overlap %s: expected milliseconds in [0, 1e6]", arg);
+  } else if (c == 'R') {
+    registered = 1;
+  } else if (c == 'W') {
+    membw = 1;
   } else if (c == 'B') {
     if (strcmp(arg, "cpu") && strcmp(arg, "sleep"))
       bench_die("--busy %s: expected cpu or sleep", arg);
@@ -380,10 +399,112 @@ static void overlap_run(bench_t *b) {
   free(out);
 }
 
-static const struct option baton_longopts[] = {{"params", no_argument, NULL, 'P'},
-                                               {"overlap", required_argument, NULL, 'O'},
-                                               {"busy", required_argument, NULL, 'B'},
-                                               {NULL, 0, NULL, 0}};
+static const struct option baton_longopts[] = {
+    {"params", no_argument, NULL, 'P'},     {"overlap", required_argument, NULL, 'O'},
+    {"busy", required_argument, NULL, 'B'}, {"registered", no_argument, NULL, 'R'},
+    {"membw", no_argument, NULL, 'W'},      {NULL, 0, NULL, 0}};
+
+/* ---- --registered: the buffers every rank of the host maps. */
+
+static char *alloc_registered(const bench_t *b, size_t bytes) {
+  void *p = NULL;
+  check_rc(b, baton_mem_alloc(b->comm, bytes ? bytes : 1, &p), "baton_mem_alloc");
+  return p;
+}
+
+static void release_registered(const bench_t *b, char *p) {
+  check_rc(b, baton_mem_free(b->comm, p), "baton_mem_free");
+}
+
+/* ---- --membw: the copy rate of every rank copying at once.
+ *
+ * Each rank copies a buffer of -e bytes into another, both faulted in,
+ * between barriers, -n times after -w warm-ups, two ways: memcpy, and a
+ * loop of non-temporal stores (which skips reading the destination before
+ * writing it, as the library does for large outputs). The rate is bytes
+ * copied per second per rank (each byte read once and written once), from
+ * the slowest rank's median, and the faster way counts. With as many ranks
+ * as cores it is what the cores together get from memory: the bound that a
+ * collective which must read and write its bytes cannot beat. */
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static size_t copy_nt_512(char *dst, const char *src, size_t n) {
+  size_t done = 0;
+  for (; n - done >= 64; done += 64)
+    _mm512_stream_si512((__m512i *)(dst + done), _mm512_loadu_si512((const void *)(src + done)));
+  return done;
+}
+#endif
+
+/* Non-temporal stores as the library makes them (exec_stream.c): whole
+ * lines with AVX-512 where the CPU has it, else four SSE2 stores. */
+static void copy_nt(char *dst, const char *src, size_t n) {
+#if defined(__SSE2__)
+  size_t head = ((uintptr_t) - (uintptr_t)dst) & 63;
+  head = head < n ? head : n;
+  memcpy(dst, src, head);
+  dst += head, src += head, n -= head;
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) {
+    size_t done = copy_nt_512(dst, src, n);
+    dst += done, src += done, n -= done;
+  }
+#endif
+  for (; n >= 64; n -= 64, dst += 64, src += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)src),
+            b = _mm_loadu_si128((const __m128i *)(src + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(src + 32)),
+            d = _mm_loadu_si128((const __m128i *)(src + 48));
+    _mm_stream_si128((__m128i *)dst, a);
+    _mm_stream_si128((__m128i *)(dst + 16), b);
+    _mm_stream_si128((__m128i *)(dst + 32), c);
+    _mm_stream_si128((__m128i *)(dst + 48), d);
+  }
+  _mm_sfence();
+#endif
+  memcpy(dst, src, n);
+}
+
+static double median_copy(bench_t *b, char *dst, char *src, size_t bytes, int nt, double *t,
+                          int n) {
+  for (int i = 0; i < b->o.warmup; i++)
+    nt ? copy_nt(dst, src, bytes) : (void)memcpy(dst, src, bytes);
+  for (int i = 0; i < n; i++) {
+    barrier(b);
+    double t0 = now();
+    if (nt)
+      copy_nt(dst, src, bytes);
+    else
+      memcpy(dst, src, bytes);
+    t[i] = now() - t0;
+    src[i % bytes] = (char)i; /* a copy the compiler must keep */
+  }
+  max_over_ranks(b, t, n);
+  for (int i = 1; i < n; i++) /* insertion sort: the median */
+    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+      double x = t[j];
+      t[j] = t[j - 1], t[j - 1] = x;
+    }
+  return t[n / 2];
+}
+
+static void membw_run(bench_t *b) {
+  size_t bytes = b->o.max_bytes ? b->o.max_bytes : 1;
+  char *src = alloc_touched(bytes), *dst = alloc_touched(bytes);
+  int n = b->o.iters > 0 ? b->o.iters : 1;
+  double *t = calloc((size_t)n, sizeof *t);
+  if (!t)
+    bench_die("--membw: out of memory");
+  double plain = median_copy(b, dst, src, bytes, 0, t, n);
+  double nt = median_copy(b, dst, src, bytes, 1, t, n);
+  double best = plain < nt ? plain : nt;
+  if (b->rank == 0)
+    printf("# membw: %d ranks each copying %zu B at once (median of %d, slowest rank): memcpy "
+           "%.3f ms, non-temporal %.3f ms; %.2f GB/s per rank\n",
+           b->nranks, bytes, n, plain * 1e3, nt * 1e3, (double)bytes / best / 1e9);
+  free(t);
+  free(src);
+  free(dst);
+}
 
 static const bench_prog_t baton_bench = {
     .name = "baton-bench",
@@ -439,7 +560,16 @@ int main(int argc, char **argv) {
            BATON_VERSION_PATCH);
 
   wrong = 0;
-  if (overlap_ms >= 0)
+  if (registered) {
+    static bench_prog_t with_registered;
+    with_registered = baton_bench;
+    with_registered.alloc = alloc_registered;
+    with_registered.release = release_registered;
+    bench_prog = &with_registered;
+  }
+  if (membw)
+    membw_run(&b);
+  else if (overlap_ms >= 0)
     overlap_run(&b);
   else
     wrong = bench_run(&b, argc, argv, library);

@@ -39,6 +39,7 @@
 typedef struct {
   const char *coll;
   int n, measure, iters;
+  int registered; /* --child --registered: buffers from baton_mem_alloc (direct) */
   double bytes;
   baton__cost_t cost;
 } opts_t;
@@ -184,9 +185,15 @@ static int child(const opts_t *o) {
     die("baton_comm_init: %s: %s", baton_err_name(rc), baton_last_init_error());
   baton__coll_t coll = baton__coll_find(o->coll);
   int n = baton_comm_size(comm);
-  size_t block = (size_t)(o->bytes / sizeof(float) / n);
-  float *in = calloc(block * (size_t)n + 1, sizeof *in),
-        *out = calloc(block * (size_t)n + 1, sizeof *out);
+  size_t block = (size_t)(o->bytes / sizeof(float) / n), bytes = (block * (size_t)n + 1) * 4;
+  float *in = NULL, *out = NULL;
+  if (o->registered) { /* direct: registered on every rank */
+    if ((rc = baton_mem_alloc(comm, bytes, (void **)&in)) != 0 ||
+        (rc = baton_mem_alloc(comm, bytes, (void **)&out)) != 0)
+      die("baton_mem_alloc: %s: %s", baton_err_name(rc), baton_comm_last_error(comm));
+  } else {
+    in = calloc(bytes, 1), out = calloc(bytes, 1);
+  }
   if (!in || !out)
     die("out of memory for %zu floats", 2 * block * (size_t)n);
   for (int i = 0; i < 2 && rc == 0; i++)
@@ -202,8 +209,8 @@ static int child(const opts_t *o) {
   if (baton_comm_rank(comm) == 0)
     printf("algo %s\nmeasured %.9g\n",
            baton__select(comm, coll, count_of(coll, block, n), sizeof(float))->name, worst);
-  free(in);
-  free(out);
+  if (!o->registered) /* registered memory goes with the communicator */
+    free(in), free(out);
   return baton_comm_destroy(comm) ? 1 : 0;
 }
 
@@ -244,6 +251,9 @@ static const char *cannot_run(const opts_t *o, const baton__algo_t *algo, baton_
   else if ((algo->traits & BATON__ALGO_MAILBOX) && transport && strcmp(transport, "tcp") == 0)
     snprintf(why, whylen, "%s meets in shared-memory mailboxes, and BATON_TRANSPORT=tcp",
              algo->name);
+  else if ((algo->traits & BATON__ALGO_REGISTERED) && transport && strcmp(transport, "tcp") == 0)
+    snprintf(why, whylen, "%s works on memory the host's ranks share, and BATON_TRANSPORT=tcp",
+             algo->name);
   else if ((algo->traits & BATON__ALGO_MAILBOX) && *mailbox > FLAT_BYTES_MAX)
     snprintf(why, whylen, "%s takes at most %d MiB per rank (BATON_FLAT_BYTES)", algo->name,
              FLAT_BYTES_MAX >> 20);
@@ -275,8 +285,9 @@ static double measure(const opts_t *o, const baton__algo_t *algo, char *why, siz
   quote(self, qself, sizeof qself);
   quote(run, qrun, sizeof qrun);
   char cmd[3 * PATH_MAX + 256];
-  if (snprintf(cmd, sizeof cmd, "env %s %s -n %d %s --child -c %s -s %.0f --iters %d", env, qrun,
-               o->n, qself, o->coll, o->bytes, o->iters) >= (int)sizeof cmd)
+  if (snprintf(cmd, sizeof cmd, "env %s %s -n %d %s --child%s -c %s -s %.0f --iters %d", env, qrun,
+               o->n, qself, algo->traits & BATON__ALGO_REGISTERED ? " --registered" : "", o->coll,
+               o->bytes, o->iters) >= (int)sizeof cmd)
     die("the path of this program is too long to run it under baton-run");
   FILE *p = popen(cmd, "r");
   double t = -1;
@@ -441,6 +452,7 @@ int main(int argc, char **argv) {
                                            {"measure", no_argument, NULL, 'M'},
                                            {"iters", required_argument, NULL, 'I'},
                                            {"child", no_argument, NULL, 'C'},
+                                           {"registered", no_argument, NULL, 'R'},
                                            {"list-algorithms", no_argument, NULL, 'L'},
                                            {"markdown", no_argument, NULL, 'D'},
                                            {"help", no_argument, NULL, 'h'},
@@ -490,6 +502,9 @@ int main(int argc, char **argv) {
       break;
     case 'C':
       is_child = 1;
+      break;
+    case 'R':
+      o.registered = 1;
       break;
     case 'L':
       list = 1;

@@ -218,6 +218,10 @@ typedef struct {
   const char *lib;           /* "MPI" in "-d float16: MPI has no such ..." */
   int (*has_dtype)(dtype_t); /* NULL: all of them */
   int (*has_op)(op_t);
+  /* The send and receive buffers, faulted in; NULL: posix_memalign and
+   * free. baton-bench --registered takes them from baton_mem_alloc. */
+  char *(*alloc)(const bench_t *b, size_t bytes);
+  void (*release)(const bench_t *b, char *p);
 } bench_prog_t;
 
 /* The program running and its rank, for the messages; main() sets the
@@ -1216,8 +1220,8 @@ static long long bench_run(bench_t *b, int argc, char **argv, const char *librar
               b->nranks);
   b->elsize = dtypes[b->o.dtype].size;
   alloc = b->o.max_bytes / b->elsize * b->elsize;
-  b->sendbuf = alloc_touched(alloc);
-  b->recvbuf = alloc_touched(alloc);
+  b->sendbuf = bench_prog->alloc ? bench_prog->alloc(b, alloc) : alloc_touched(alloc);
+  b->recvbuf = bench_prog->alloc ? bench_prog->alloc(b, alloc) : alloc_touched(alloc);
   b->iter_s = calloc((size_t)b->o.iters + 1, sizeof *b->iter_s);
   if (!b->iter_s)
     bench_die("cannot allocate the per-call times of %d calls", b->o.iters);
@@ -1251,8 +1255,13 @@ static long long bench_run(bench_t *b, int argc, char **argv, const char *librar
       printf("# Wrong values total : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth    : %.3f\n#\n", nbw ? bw_sum / nbw : 0.0);
   }
-  free(b->sendbuf);
-  free(b->recvbuf);
+  if (bench_prog->release) {
+    bench_prog->release(b, b->sendbuf);
+    bench_prog->release(b, b->recvbuf);
+  } else {
+    free(b->sendbuf);
+    free(b->recvbuf);
+  }
   free(b->iter_s);
   free(b->pattern);
   free(b->expect);
