@@ -288,7 +288,9 @@ const char *baton_comm_last_error(const baton_comm_t *comm);
  *  - baton_mem_free is local; ptr must be what baton_mem_alloc returned on
  *    this communicator, and no request may be in flight. NULL is a no-op.
  *    The peers' mappings are released once every rank has freed its own,
- *    or with the communicator. baton_comm_destroy frees what is left.
+ *    or with the communicator. Memory not freed before baton_comm_destroy
+ *    stays this rank's, as plain memory, until the process exits (so
+ *    arrays over it stay valid); free it first to give it back.
  * Errors: BATON_EINVAL (bytes 0, a pointer that is not registered),
  * BATON_EUSAGE (requests in flight), BATON_ENOMEM (the system gave no
  * memory: /dev/shm full), and a peer's failure as for a collective; every

@@ -17,8 +17,8 @@
  * A free is local: it unmaps this rank's own memory, while its mappings of
  * the peers' buffers of that number stay until every rank has freed its
  * own. The ranks say which numbers they have freed at the next allocation
- * (and a communicator's destruction unmaps everything), so a peer's buffer
- * that a rank still shows is always mapped by every other rank.
+ * (and a communicator's destruction unmaps the peers' memory), so a peer's
+ * buffer that a rank still shows is always mapped by every other rank.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,10 +72,15 @@ static void region_unmap(baton_comm_t *comm, baton__region_t *r) {
   memset(r, 0, sizeof *r);
 }
 
+/* The communicator's end: the peers' memory is unmapped, this rank's own
+ * that was not freed stays mapped, as plain memory, for the arrays a
+ * caller still holds (Python's comm.empty) until the process exits. */
 void baton__mem_free_all(baton_comm_t *comm) {
   for (int i = 0; i < comm->nregions; i++)
-    if (comm->regions[i].id)
+    if (comm->regions[i].id) {
+      comm->regions[i].mine = 0;
       region_unmap(comm, &comm->regions[i]);
+    }
   free(comm->regions);
   comm->regions = NULL;
   comm->nregions = 0;

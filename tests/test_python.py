@@ -9,7 +9,8 @@ The inputs are small integers, so every sum, product and average by 1, 2 or 4
 ranks is exact in every dtype and the comparison is bit for bit whatever the
 order of reduction. Then the error paths: each bad argument raises the
 exception that names it, and a failure inside the library raises BatonError
-with the error's name and baton_comm_last_error(). Then split and dup.
+with the error's name and baton_comm_last_error(). Then split and dup,
+and comm.empty (registered memory).
 `stall` mode: rank 0's
 peers stay away from a collective, and rank 0 must get BATON_ETIMEDOUT.
 Each rank prints `N passed, M failed` and exits 1 on a failure.
@@ -445,6 +446,42 @@ def test_p2p():
     comm.barrier()
 
 
+def test_empty():
+    """comm.empty: arrays over registered memory, zeroed, of the shape and
+    dtype asked; collectives on them (the direct algorithm, in place and
+    not, async) agree with NumPy; mixed with ordinary arrays on some ranks;
+    freed when dropped; bad arguments refused."""
+    me, n = comm.rank, comm.size
+    for dt in (np.float32, np.int64, np.float16, "bfloat16"):
+        a = comm.empty((3, 50000), dt)
+        storage = baton.DTYPES[dt][1] if isinstance(dt, str) else np.dtype(dt)
+        check("empty %s shape and dtype" % dt, a.shape == (3, 50000) and a.dtype == storage and
+              a.flags.c_contiguous and a.flags.writeable and not a.any())
+    x, y = comm.empty(200000, np.float32), comm.empty(200000, np.float32)
+    x[:] = (np.arange(200000) % 13) + me
+    want = sum((np.arange(200000) % 13) + r for r in range(n)).astype(np.float32)
+    check("empty allreduce", same(comm.allreduce(x, out=y), want))
+    r = comm.allreduce(x, out=x, async_op=True)
+    check("empty allreduce in place async", same(r.wait(), want))
+    g = comm.empty(n * 1000, np.int32)
+    mine = np.full(1000, me, np.int32)
+    src = comm.empty(1000, np.int32)
+    src[:] = mine
+    got = comm.allgather(src, out=g)
+    check("empty allgather", same(got, np.repeat(np.arange(n, dtype=np.int32), 1000)))
+    # Rank 0 on registered memory, the others on their own: the staged path.
+    z = comm.empty(70000, np.float64)  # collective: every rank allocates
+    if me != 0:
+        z = np.zeros(70000)
+    z[:] = me + 1
+    check("empty on some ranks", same(comm.allreduce(z, out=z), np.full(70000, n * (n + 1) / 2)))
+    del x, y, g, src, z, r
+    raises("empty of a bad dtype", TypeError, "no dtype", comm.empty, 4, np.complex64)
+    raises("empty of a bad shape", ValueError, "shape", comm.empty, (2, -1))
+    raises("empty of an unknown dtype name", ValueError, "unknown dtype", comm.empty, 4, "f8")
+    comm.barrier()
+
+
 comm = baton.init()
 print("rank %d of %d: baton from %s, library %s" % (comm.rank, comm.size, baton.__file__,
                                                     baton._lib.path), flush=True)
@@ -458,6 +495,7 @@ else:
     test_broadcast(counts)
     test_more_collectives(counts)
     test_async(counts)
+    test_empty()
     test_errors()
     if baton._lib.has("baton_comm_split"):
         test_split()

@@ -19,8 +19,12 @@ max are logical or, prod and min logical and, and avg is refused. Bad arguments 
 is sent; a failure inside the library raises BatonError, which carries the
 error's name and baton_comm_last_error(). comm.split(color, key) and
 comm.dup() make communicators of some or all of the ranks (groups).
+comm.empty(shape, dtype) returns an array over registered memory
+(baton_mem_alloc): a collective whose arrays all come from it, on every
+rank, reads and writes them in place instead of staging every byte.
 """
 import ctypes
+import weakref
 
 import numpy as np
 
@@ -195,6 +199,7 @@ class Comm:
         self._h = handle
         self.rank = _lib.lib.baton_comm_rank(handle)
         self.size = _lib.lib.baton_comm_size(handle)
+        self._unfreed = []  # registered memory whose array went while a request was in flight
 
     def __repr__(self):
         return "<baton.Comm rank %d of %d%s>" % (self.rank, self.size,
@@ -220,9 +225,58 @@ class Comm:
         if rc != 0:
             raise BatonError(call, rc, self.last_error)
 
+    def empty(self, shape, dtype=np.float32):
+        """A new array of `shape` and `dtype` (a NumPy dtype, or "bfloat16"
+        for raw uint16 bits) over registered memory: baton_mem_alloc, which
+        is collective (every rank calls empty() at the same point, sizes may
+        differ), zeroed. A collective whose arrays on every rank come from
+        empty() (or are views into them) runs the direct algorithm. The
+        memory is freed when the array and its views are gone; one still
+        held at close() stays valid as plain memory."""
+        h = self._handle()
+        self._need("mem_alloc")
+        if isinstance(dtype, str):
+            if dtype not in DTYPES:
+                raise ValueError("empty: unknown dtype %r; known: %s" % (dtype, ", ".join(DTYPES)))
+            storage = DTYPES[dtype][1]
+        else:
+            storage = np.dtype(dtype)
+            if storage not in _BY_NUMPY:
+                raise TypeError("empty: baton has no dtype for NumPy's %s" % storage)
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+            raise ValueError("empty: shape must be ints >= 0, not %r" % (shape,))
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        nbytes = count * storage.itemsize
+        self._free_pending()
+        ptr = ctypes.c_void_p()
+        self._check("mem_alloc", _lib.lib.baton_mem_alloc(h, max(nbytes, 1), ctypes.byref(ptr)))
+        buf = (ctypes.c_char * max(nbytes, 1)).from_address(ptr.value)
+        weakref.finalize(buf, Comm._release, weakref.ref(self), h, ptr.value)
+        return np.frombuffer(buf, dtype=storage, count=count).reshape(shape)
+
+    @staticmethod
+    def _release(comm_ref, h, ptr):
+        # The array and its views are gone. A closed communicator keeps the
+        # memory as plain memory; with a request in flight the free waits
+        # for the next empty() or close().
+        comm = comm_ref()
+        if comm is None or comm._h != h:
+            return
+        if _lib.lib.baton_mem_free(h, ptr) != 0:
+            comm._unfreed.append(ptr)
+
+    def _free_pending(self):
+        left = []
+        for ptr in self._unfreed:
+            if _lib.lib.baton_mem_free(self._h, ptr) != 0:
+                left.append(ptr)
+        self._unfreed = left
+
     def close(self):
         """baton_comm_destroy(); collective. Closing twice is a no-op."""
         if self._h:
+            self._free_pending()
             h, self._h = self._h, None
             rc = _lib.lib.baton_comm_destroy(h)
             if rc != 0:

@@ -71,6 +71,8 @@ _PROTOTYPES = {
     "baton_irecv": (_i, [_p, _sz, _i, _i, _i, _p, ctypes.POINTER(_p)]),
     "baton_wait": (_i, [_p]),
     "baton_test": (_i, [_p, ctypes.POINTER(_i)]),
+    "baton_mem_alloc": (_i, [_p, _sz, ctypes.POINTER(_p)]),
+    "baton_mem_free": (_i, [_p, _p]),
 }
 # The i-forms: the blocking call's arguments and a request.
 for _name in [k for k in _PROTOTYPES if k.startswith("baton_") and k != "baton_barrier" and
