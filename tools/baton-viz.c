@@ -483,6 +483,9 @@ static size_t run_elems(const viz_t *v, int chunk, int n) {
 
 /* Where the sender took a message from, for an arrow's title. */
 static const char *source(const baton__sim_xfer_t *x) {
+  if (x->send_kind < 0 && (baton__step_does(x->recv_kind) & BATON__DOES_DIRECT))
+    return x->src == BATON__FROM_WORK ? "the result, written into its output"
+                                      : "its INPUT, read where it lies";
   if (x->send_kind < 0)
     return "its mailbox";
   return x->src < 0                   ? "what it just received"
@@ -494,6 +497,8 @@ static const char *source(const baton__sim_xfer_t *x) {
 static const char *use(const baton__sim_xfer_t *x) {
   if (!(baton__step_does(x->recv_kind) & BATON__DOES_REDUCE))
     return "stores it";
+  if (x->send_kind < 0 && (baton__step_does(x->recv_kind) & BATON__DOES_DIRECT))
+    return x->src == BATON__FROM_WORK ? "has it in its output" : "combines every rank's INPUT";
   if (x->send_kind < 0)
     return "combines every rank's mailbox";
   return x->with == BATON__FROM_INPUT ? "adds its INPUT" : "adds it into its WORK";
