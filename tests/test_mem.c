@@ -149,6 +149,29 @@ static void test_some(tally_t *t) {
     check_sum(t, y, n, 5, "allreduce with some ranks registered");
   if (tally_rc(t, baton_allreduce(x, x, n, BATON_FLOAT32, BATON_SUM, t->comm), "allreduce some"))
     check_sum(t, x, n, 5, "in-place allreduce with some ranks registered");
+  /* In flight: a call that hands itself to the staged path between two
+   * staged ones on the same connections, all issued before any runs. */
+  float *m = malloc(3 * bytes);
+  if (m) {
+    fill(x, n, t->rank, 6);
+    fill(m, n, t->rank, 7);
+    fill(m + 2 * n, n, t->rank, 8);
+    baton_request_t *req[3] = {0};
+    int ok = tally_rc(t, baton_iallreduce(m, m + n, n, BATON_FLOAT32, BATON_SUM, t->comm, &req[0]),
+                      "iallreduce staged") &&
+             tally_rc(t, baton_iallreduce(x, y, n, BATON_FLOAT32, BATON_SUM, t->comm, &req[1]),
+                      "iallreduce some registered") &&
+             tally_rc(t,
+                      baton_iallreduce(m + 2 * n, m + 2 * n, n, BATON_FLOAT32, BATON_SUM, t->comm,
+                                       &req[2]),
+                      "iallreduce staged in place");
+    if (tally_rc(t, baton_wait_all(3, req), "wait_all") && ok) {
+      check_sum(t, m + n, n, 7, "staged allreduce before a restaged one");
+      check_sum(t, y, n, 6, "restaged allreduce in flight");
+      check_sum(t, m + 2 * n, n, 8, "staged allreduce after a restaged one");
+    }
+    free(m);
+  }
   if (t->rank != 0)
     free(mem);
   tally_rc(t, baton_mem_free(t->comm, reg), "free");
