@@ -60,6 +60,28 @@ static size_t page_up(size_t n) {
   return (n + pg - 1) / pg * pg;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Every page of a new mapping, ready to be written without a fault or a
+ * trap in a collective. MAP_POPULATE maps a shared file's pages for
+ * reading only, so MADV_POPULATE_WRITE maps them for writing; and on
+ * virtual machines with shadow page tables (this project's: the first
+ * store through a mapping to each page still cost 5 us, 170 ms for 128
+ * MiB, after both) the first store to each page traps too, so each page
+ * is written once here, with what it holds. That is safe while nobody can
+ * have written it: the memory is new, and its owner writes it only once
+ * the allocation has returned. */
+static void prefault_write(char *p, size_t len) {
+  (void)madvise(p, len, MADV_POPULATE_WRITE); /* Linux 5.14; else the stores fault */
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  for (size_t off = 0; off < len; off += pg) {
+    volatile char *b = p + off;
+    *b = *b;
+  }
+}
+
 static void region_unmap(baton_comm_t *comm, baton__region_t *r) {
   for (int q = 0; r->peer && q < comm->size; q++)
     if (r->peer[q] && q != comm->rank)
@@ -192,6 +214,7 @@ static int map_peer(baton__region_t *r, int q, const mem_msg_t *m, char *why, si
     snprintf(why, whylen, "mapping rank %d's %zu bytes failed: %s", q, len, strerror(errno));
     return BATON_ESYS;
   }
+  prefault_write(p, len);
   r->peer[q] = p;
   r->peer_len[q] = (size_t)m->bytes;
   r->map_len[q] = len;
@@ -237,6 +260,7 @@ static int map_own(baton_comm_t *comm, baton__region_t *r, int shared, char *nam
     name[0] = '\0';
     return rc;
   }
+  prefault_write(p, len);
   r->base = p;
   return 0;
 }
