@@ -723,6 +723,12 @@ if build "make SAN=1" 'asan *' env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
     BATON_NSOCKS=2 "$SAN_BUILD/bin/baton-run" -n 4 \
     sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick' "$SAN_BUILD/tests/test_coll"
   run "asan test_calls -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_calls"
+  # Registered memory: the direct algorithm, and calls handed to the staged path.
+  run "asan test_coll -n 3 --quick --registered all BATON_ALGO=direct" 1 env BATON_ALGO=direct \
+    "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_coll" --quick --registered all
+  run "asan test_coll -n 3 --quick --registered some BATON_ALGO=direct" 1 env BATON_ALGO=direct \
+    "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_coll" --quick --registered some
+  run "asan test_mem -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_mem"
   run "asan test_kv -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_kv"
   run "asan test_nonblocking -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 \
     "$SAN_BUILD/tests/test_nonblocking"
@@ -757,6 +763,7 @@ if build "make TSAN=1" 'tsan *' env -u MAKEFLAGS -u MFLAGS make -j2 TSAN=1; then
   run "tsan test_api -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_api
   # The calls in flight: the progress thread beside the caller.
   run "tsan test_nonblocking -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_nonblocking
+  run "tsan test_mem -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_mem
   run "tsan test_nonblocking -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
     build-tsan/bin/baton-run -n 3 build-tsan/tests/test_nonblocking
   run "tsan test_nonblocking abort -n 2" 1 env BATON_TIMEOUT=20 build-tsan/bin/baton-run -n 2 \
