@@ -48,8 +48,9 @@ struct baton_comm {
   char **boxes;    /* the host's mailboxes, [set * size + rank], once known (exec.c) */
   size_t box_room; /* and the bytes of each */
   int boxes_known;
-  uint64_t seq;       /* calls issued so far: the last call's number */
-  uint32_t shm_calls; /* the host's rendezvous numbers taken so far */
+  _Atomic uint64_t
+      seq; /* calls issued so far: the last call's number (read by a waiting progress thread) */
+  _Atomic uint32_t shm_calls; /* the host's rendezvous numbers taken so far (likewise) */
   /* Registered memory (mem.c): the table, the allocations made so far
    * (the same on every rank: a collective), and a count that moves with
    * each, which a repeated call's plan must have been made under. */
