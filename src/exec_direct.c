@@ -192,10 +192,8 @@ static size_t piece_at(const baton__call_t *c, const baton__step_t *st, int ch, 
   *off = c->x.round_start;
   if (st->slice) {
     int n = c->comm->size, me = c->comm->rank;
-    size_t lo = baton__chunk_off(len, n, me);
+    *off += baton__chunk_off(len, n, me);
     len = baton__chunk_len(len, n, me);
-    *off += lo;
-    return piece_of(c, len);
   }
   return piece_of(c, len);
 }
