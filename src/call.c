@@ -451,15 +451,16 @@ int baton__call_issue(baton_comm_t *comm, const baton__call_args_t *args, baton_
 /* A direct call some rank of which has buffers that are not registered
  * (exec_direct.c) runs `algo` instead, the selection's pick without
  * registered memory, planned and placed as for a new call. Every rank of
- * the call does the same, from what all of them showed. */
+ * the call does the same, from what all of them showed, so the signature
+ * the ranks compare still names direct. */
 int baton__call_restage(baton__call_t *c, const baton__algo_t *algo) {
   const baton__call_args_t *a = &c->args;
   if (!algo || (algo->traits & BATON__ALGO_REGISTERED))
     return baton__fail(c->comm, BATON_EINTERNAL, "%s: no staged algorithm serves it", a->name);
   c->algo = algo;
   c->rendezvous = algo->traits & BATON__ALGO_MAILBOX ? c->rendezvous + 1 : 0;
-  c->sig.algo = (uint8_t)baton__algo_id(algo);
-  c->comm->sig = c->sig;
+  /* c->sig keeps direct: a rank that has restaged may meet a peer that has
+   * not yet, and both must still read as the same call. */
   c->repeatable = 0;
   int rc = plan(c);
   if (!rc)

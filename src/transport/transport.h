@@ -35,7 +35,9 @@ typedef struct {
   int32_t root;   /* -1 without a root; alltoallv: of the block the other way */
   uint8_t coll;   /* baton__coll_t */
   uint8_t dtype, op;
-  uint8_t algo; /* 1 + the algorithm's row in algo.c's table; 0: none */
+  /* 1 + the algorithm's row in algo.c's table, as the selection chose it
+   * (a direct call that restages keeps direct); 0: none */
+  uint8_t algo;
 } baton__sig_t;
 
 /* 0 when a and b describe the same call; else writes "rank PEER called X
