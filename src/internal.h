@@ -64,6 +64,7 @@ typedef struct {
   int shm_slots;             /* BATON_SHM_SLOTS */
   int spin_us;               /* BATON_SPIN_US */
   int tcp_spin_us;           /* BATON_TCP_SPIN_US */
+  double tcp_link_timeout_s; /* BATON_TCP_LINK_TIMEOUT */
   int progress_cpu;          /* BATON_PROGRESS_CPU */
   size_t stream_bytes;       /* BATON_STREAM_BYTES */
   size_t flat_bytes;         /* BATON_FLAT_BYTES */

@@ -71,6 +71,9 @@ static const param_row_t rows[] = {
      "core the progress thread of the i-calls is pinned to; -1: not pinned (baton.h)"},
     {"BATON_TCP_SPIN_US", P_INT, "100", 0, 1000000, F(tcp_spin_us),
      "TCP: microseconds a waiter polls its sockets before it sleeps in poll()"},
+    {"BATON_TCP_LINK_TIMEOUT", P_DOUBLE, "3", 0.1, 3600, F(tcp_link_timeout_s),
+     "TCP: seconds sent data or a keepalive probe may go unanswered before the link "
+     "counts as broken (TCP_USER_TIMEOUT); a loaded machine can stall 1 s"},
     {"BATON_PAIR_SEGMENT_BYTES", P_BYTES, "64K", 64, 64 << 20, F(pair_segment_bytes),
      "segment of the messages of non-ring algorithms; shared-memory channels between ranks "
      "that are not ring neighbours have slots this large"},

@@ -599,7 +599,8 @@ p2p_tests
 # why, without root or iproute2.
 run "test_cluster.sh" 1 env BUILD="$BUILD" bash tests/test_cluster.sh
 # A link cut without a word (no FIN, no RST) between two emulated hosts:
-# both ranks fail within 2 s (TCP keepalive and user timeout).
+# both ranks fail long before BATON_TIMEOUT (TCP keepalive and user
+# timeout, BATON_TCP_LINK_TIMEOUT).
 run "test_linkbreak.sh" 1 env BUILD="$BUILD" bash tests/test_linkbreak.sh
 # The unique-id path (the program starts its own ranks) and baton_mpi.h
 # under a real mpirun.

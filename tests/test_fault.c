@@ -16,8 +16,10 @@
  *        script cuts the link between their hosts (tests/test_linkbreak.sh):
  *        no FIN or RST ever arrives, so only TCP's keepalive and its
  *        user timeout can tell. Each rank's failing call must return
- *        BATON_EREMOTE or BATON_ETIMEDOUT within 2 s of its start, well
- *        before BATON_TIMEOUT; each rank prints its own `N passed, M failed`.
+ *        BATON_EREMOTE or BATON_ETIMEDOUT in less than half BATON_TIMEOUT
+ *        from its start, so that the link's own watch caught it, not the
+ *        timeout (the time taken is printed; BATON_TCP_LINK_TIMEOUT sets
+ *        it); each rank prints its own `N passed, M failed`.
  * Rank 0 prints `N passed, M failed`.
  */
 #include <stdio.h>
@@ -60,7 +62,7 @@ static int link_loop(baton_comm_t *comm, double timeout) {
     took = now() - t0;
     calls += rc == BATON_OK;
   }
-  int ok = (rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT) && took < 2.0 && took < timeout;
+  int ok = (rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT) && took < timeout / 2;
   printf("%s rank %d: after %d calls, %s in %.2f s: %s\n", ok ? "ok  " : "FAIL",
          baton_comm_rank(comm), calls, baton_err_name(rc), took, baton_comm_last_error(comm));
   printf("%d passed, %d failed\n", ok, !ok);

@@ -57,6 +57,7 @@ struct baton__tcp {
   const baton__sig_t *sig;
   const baton__watch_t *watch;
   double timeout_s;
+  double link_timeout_s;   /* BATON_TCP_LINK_TIMEOUT */
   double spin_s;           /* how long a waiter polls before it sleeps */
   int yield;               /* more ranks than cores: give the core away while polling */
   tcp_conn_t **to, **from; /* by peer rank */

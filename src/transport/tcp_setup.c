@@ -127,15 +127,17 @@ static int io_all(int fd, void *buf, size_t n, int writing, double deadline) {
 }
 
 /* No Nagle delay; and a link that breaks without a word (no FIN, no RST)
- * is noticed by the kernel within about 2 s: keepalive probes after 1 s of
- * silence, and sent data unacknowledged for 1 s ends the connection
- * (a rank that only waits to receive pings its peers after 0.2 s so that
- * the timeout applies to it too; a cut link is reported 1.5-1.7 s after
- * the cut: tests/test_linkbreak.sh).
- * The peer's kernel answers probes even while its process computes. */
-static void tune(int fd) {
+ * is noticed by the kernel about BATON_TCP_LINK_TIMEOUT after it goes
+ * quiet: keepalive probes from 1 s of silence, and sent data or a probe
+ * unanswered that long ends the connection (a rank that only waits to
+ * receive pings its peers after 0.2 s so that the timeout applies to it
+ * too: tests/test_linkbreak.sh). The peer's kernel answers probes even
+ * while its process computes. The default, 3 s, is not 1: on a loaded
+ * virtual machine a stall of a second let the kernel end a healthy link
+ * (tests/test_cluster.sh failed so in two CI runs). */
+static void tune(const baton__tcp_t *t, int fd) {
   int one = 1, idle = 1, intvl = 1, cnt = 1;
-  unsigned user_timeout_ms = 1000;
+  unsigned user_timeout_ms = (unsigned)(t->link_timeout_s * 1000 + 0.5);
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
@@ -157,7 +159,7 @@ static int connect_one(baton__tcp_t *t, tcp_conn_t *c, int j, const char *ip, in
       snprintf(err, errlen, "socket() failed: %s", strerror(errno));
       return BATON_ESYS;
     }
-    tune(fd);
+    tune(t, fd);
     int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
     if (rc != 0 && errno == EINPROGRESS && poll_until(fd, POLLOUT, deadline) == 0) {
       int e = 0;
@@ -231,7 +233,7 @@ static int accept_all(baton__tcp_t *t, int lfd, int expected, double deadline, _
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
       continue;
-    tune(fd);
+    tune(t, fd);
     uint8_t h[HELLO_BYTES];
     double hello_deadline = baton__now() + 2.0 < deadline ? baton__now() + 2.0 : deadline;
     uint32_t from = 0, j = 0;
@@ -371,6 +373,7 @@ int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton
   t->comm_id = a->comm_id;
   t->sig = a->sig;
   t->timeout_s = p->timeout_s;
+  t->link_timeout_s = p->tcp_link_timeout_s;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   t->yield = cpus > 0 && a->size > cpus;
   t->spin_s = p->tcp_spin_us * 1e-6;
