@@ -235,7 +235,8 @@ static int plan(baton__call_t *c) {
                              .counts = a->counts,
                              .displs = a->displs,
                              .send_counts = a->send_counts,
-                             .send_displs = a->send_displs};
+                             .send_displs = a->send_displs,
+                             .halves = c->algo && (c->algo->traits & BATON__ALGO_HALVES)};
   baton__layout_fill(&c->layout, &la);
   if (comm->size == 1)
     return 0;

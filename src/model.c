@@ -92,6 +92,10 @@ FN(ar_flat, A + 2 * B + (n - 1) * G)
  * executor's rounds (a piece of every chunk each) pipeline the levels,
  * which baton__select_predict adds. */
 FN(ar_dbtree, 2 * lg(n) * A + 2 * B + G)
+/* Its broadcast and reduce are the way down and the way up: an inner
+ * node sends its half to two children (K in all), and reduces two. */
+FN(bc_dbtree, lg(n) * A + B)
+FN(rd_dbtree, lg(n) * A + B + G)
 /* hier: the leaders' ring over H hosts; the shared-memory fold and unfold
  * inside a host are counted as the leader's extra reductions only. */
 static double hosts_of(int n, const baton__cost_t *c) {
@@ -192,6 +196,8 @@ const baton__cost_row_t baton__rhd_costs[BATON__COLL_COUNT] = {
 
 const baton__cost_row_t baton__dbtree_costs[BATON__COLL_COUNT] = {
     COST(ALLREDUCE, "2L a + 2Kb + Kg", ar_dbtree),
+    COST(BROADCAST, "La + Kb", bc_dbtree),
+    COST(REDUCE, "La + K(b + g)", rd_dbtree),
 };
 
 const baton__cost_row_t baton__direct_costs[BATON__COLL_COUNT] = {

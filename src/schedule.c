@@ -156,6 +156,18 @@ static size_t length(len_t len, const baton__layout_args_t *a, int c) {
   }
 }
 
+/* Broadcast and reduce in two halves: the second half of chunk root's
+ * buffer moves to chunk root + 1, wherever chunk root is. */
+static void halve(baton__layout_t *l, const baton__layout_args_t *a) {
+  int r = a->root, h = (r + 1) % a->size;
+  size_t first = a->count - a->count / 2;
+  size_t *off[] = {l->in_off, l->out_off, l->work_off, l->box_off};
+  for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+    off[i][h] = off[i][r] == BATON__NO_OUT ? BATON__NO_OUT : off[i][r] + first;
+  l->len[h] = l->in_len[h] = a->count / 2;
+  l->len[r] = l->in_len[r] = first;
+}
+
 void baton__layout_fill(baton__layout_t *l, const baton__layout_args_t *a) {
   const layout_row_t *row = &layouts[a->coll];
   size_t prefix = 0;
@@ -170,4 +182,6 @@ void baton__layout_fill(baton__layout_t *l, const baton__layout_args_t *a) {
     l->box_off[c] = offset((at_t)row->in_at, a, c, prefix);
     prefix += l->len[c];
   }
+  if (a->halves && row->len == LEN_ROOT_CHUNK && a->size > 1)
+    halve(l, a);
 }

@@ -203,7 +203,9 @@ typedef struct {
  *    in_len[c] and its output length (recvcounts[c]) len[c];
  *  - scatter: chunk c is rank c's block, all in the root's INPUT;
  *  - broadcast, reduce: one chunk holds the whole buffer, chunk `root`;
- *    the others are empty.
+ *    the others are empty. With `halves` (the double tree's two trees)
+ *    chunk `root` holds the first ceil(count/2) elements and chunk
+ *    (root + 1) mod N the rest.
  * Offsets and lengths are in elements. len[c] is the same on every rank, so
  * both ends of a message agree on its pieces; in_len[c], chunk c's length
  * in INPUT, is len[c] but for alltoallv, where a send of INPUT chunk `to`
@@ -234,6 +236,7 @@ typedef struct {
   size_t count; /* per-rank count as the public call takes it */
   const size_t *counts, *displs;
   const size_t *send_counts, *send_displs;
+  int halves; /* broadcast, reduce: in two chunks (BATON__ALGO_HALVES) */
 } baton__layout_args_t;
 
 /* Fills l (arrays of size entries) for the call a describes. */

@@ -24,8 +24,9 @@ int baton__sim_reduces(baton__coll_t c) {
 }
 
 int baton__sim_chunk_used(const baton__sim_call_t *call, int c) {
+  int halves = call->algo && (call->algo->traits & BATON__ALGO_HALVES) && call->size > 1;
   return (call->coll != BATON__COLL_BROADCAST && call->coll != BATON__COLL_REDUCE) ||
-         c == call->root;
+         c == call->root || (halves && c == (call->root + 1) % call->size);
 }
 
 int baton__sim_need(const baton__sim_call_t *call) {
@@ -191,7 +192,8 @@ static void layout(baton__sim_t *s) {
                                counts,
                                s->call.displs,
                                v ? counts : NULL,
-                               v ? s->call.displs : NULL};
+                               v ? s->call.displs : NULL,
+                               (s->call.algo->traits & BATON__ALGO_HALVES) != 0};
     baton__layout_fill(&l, &la);
     t->in_val[r] = baton__sim_new(&t->pool, 0, 1, (int[]){r, r + 1});
     for (int c = 0; c < n; c++) {

@@ -63,7 +63,11 @@ static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton
   }
   baton__cost_t one_a = {.alpha = 1, .segment = c->segment};
   double msgs = baton__model_time(a, coll, in->size, bytes, &one_a);
-  double chunk = rooted ? bytes : bytes / in->size, rounds = 1;
+  /* A rooted collective is one chunk, or two halves (dbtree's trees). */
+  double chunk = !rooted                          ? bytes / in->size
+                 : a->traits & BATON__ALGO_HALVES ? bytes / 2
+                                                  : bytes,
+         rounds = 1;
   while (rounds * piece < chunk)
     rounds++;
   if (!flat && !direct && !(ring && rooted) && t > 0)

@@ -223,20 +223,25 @@ typedef struct {
  * broadcast and reduce have one chunk, the root's; the v-variants a count
  * per rank; the others (reduce-scatter, allgather, alltoall, gather,
  * scatter) a block of `count` per rank. */
-static size_t chunk_elems(const traced_t *c, int n, int k) {
+/* Chunk k's elements; a broadcast or reduce is one chunk, root's, or two
+ * halves (root's and the next) by an algorithm that splits it. */
+static size_t chunk_elems(const traced_t *c, const baton__algo_t *a, int n, int k) {
   if (!strcmp(c->coll, "allreduce"))
     return c->count / (size_t)n + ((size_t)k < c->count % (size_t)n);
-  if (!strcmp(c->coll, "broadcast") || !strcmp(c->coll, "reduce"))
-    return k == c->root ? c->count : 0;
+  if (!strcmp(c->coll, "broadcast") || !strcmp(c->coll, "reduce")) {
+    if (!a || !(a->traits & BATON__ALGO_HALVES) || n < 2)
+      return k == c->root ? c->count : 0;
+    return k == c->root ? c->count - c->count / 2 : k == (c->root + 1) % n ? c->count / 2 : 0;
+  }
   if (c->counts)
     return c->counts[k];
   return c->count;
 }
 
-static size_t run_elems(const traced_t *c, int n, int first, int len) {
+static size_t run_elems(const traced_t *c, const baton__algo_t *a, int n, int first, int len) {
   size_t e = 0;
   for (int i = 0; i < len && first >= 0; i++)
-    e += chunk_elems(c, n, (first + i) % n);
+    e += chunk_elems(c, a, n, (first + i) % n);
   return e;
 }
 
@@ -275,7 +280,7 @@ static void check_schedule(tally_t *t, const traced_t *c, obj_t *l, int n) {
   for (int i = 0; built && i < n && i < s.nsteps; i++) {
     const baton__step_t *st = &s.steps[i];
     const obj_t *o = &l[i];
-    size_t bytes = run_elems(c, t->size, st->chunk, st->n) * sizeof(float);
+    size_t bytes = run_elems(c, a, t->size, st->chunk, st->n) * sizeof(float);
     int ok = is(o, "phase", baton__phase_name((baton__phase_t)st->phase)) &&
              num(o, "step") == st->step && is(o, "kind", baton__kinds[st->kind].name) &&
              num(o, "chunk") == st->chunk && num(o, "n") == st->n && is(o, "src", src_of(st)) &&

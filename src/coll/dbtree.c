@@ -1,9 +1,11 @@
 /*
- * dbtree.c - the double binary tree (NCCL's), for allreduce.
+ * dbtree.c - the double binary tree (NCCL's), for allreduce, broadcast and
+ * reduce.
  *
  * The ranks are numbered along the ring order, v = 0..N-1 (the order
- * follows the topology, so the lowest levels stay inside a host). Rank
- * v = 0 is the root of two binary trees, with one child in each:
+ * follows the topology, so the lowest levels stay inside a host), from
+ * the root's place for broadcast and reduce. Rank v = 0 is the root of two
+ * binary trees, with one child in each:
  *  - tree A is the in-order binary tree: v's children are v - low/2 and
  *    v + low/2 (or the largest v + low/2^k below N), low being v's lowest
  *    set bit; its parent is v with low cleared and the next bit set, or
@@ -39,6 +41,16 @@
  * its first child's subtree, its second's), and every rank receives those
  * bits: the result is the same on every rank. Each rank sends about 2K
  * bytes (the ring's 2(N-1)/N K) in 2L levels.
+ *
+ * Broadcast and reduce are the two halves of that: the layout cuts the
+ * buffer in two chunks (BATON__ALGO_HALVES), root's for tree A and the
+ * next one's for tree B. Each is a single chunk, so every inner node
+ * passes it on segment by segment. A broadcast root sends each half to
+ * its child in that tree (moment 0) and a node at depth d receives at d;
+ * a reduce goes up as allreduce's does and ends at the root, whose
+ * receive from each child finishes that half in its output. Each rank
+ * sends about K bytes in L levels, where the binomial tree's root sends K
+ * L times.
  */
 #include "steps.h"
 
@@ -114,22 +126,42 @@ typedef struct {
   int root;
 } node_t;
 
-static int rank_of(int v, const int *order) { return order ? order[v] : v; }
+/* Where the trees stand: the ring order, and the root's place in it (v = 0
+ * there); the collective, which decides the chunks and the moments. */
+typedef struct {
+  const int *order; /* NULL: ranks 0..N-1 */
+  int shift;        /* the root's place in the order */
+  int n;
+  baton__coll_t coll;
+} trees_t;
 
-static node_t node(int v, int n, int tree, const int *order) {
+static int rank_of(int v, const trees_t *g) {
+  int p = (v + g->shift) % g->n;
+  return g->order ? g->order[p] : p;
+}
+
+static node_t node(int v, int tree, const trees_t *g) {
+  int n = g->n;
   node_t t = {.parent = -1, .kid = {-1, -1}, .root = v == 0};
   int w = tree ? to_b(v, n) : v, kid[2];
   int p = parent_a(w, n);
   children_a(w, n, kid);
   if (p >= 0)
-    t.parent = rank_of(tree ? from_b(p, n) : p, order);
+    t.parent = rank_of(tree ? from_b(p, n) : p, g);
   for (int i = 0; i < 2; i++)
     if (kid[i] >= 0)
-      t.kid[t.nkids++] = rank_of(tree ? from_b(kid[i], n) : kid[i], order);
-  t.first = tree ? (n + 1) / 2 : 0;
-  t.n = tree ? n / 2 : (n + 1) / 2;
+      t.kid[t.nkids++] = rank_of(tree ? from_b(kid[i], n) : kid[i], g);
   t.up = height_a(w, n);
-  t.down = height_a(0, n) + depth_a(w, n);
+  if (g->coll == BATON__COLL_ALLREDUCE) {
+    t.first = tree ? (n + 1) / 2 : 0;
+    t.n = tree ? n / 2 : (n + 1) / 2;
+    t.down = height_a(0, n) + depth_a(w, n);
+  } else { /* the root's half, or the next chunk's: one chunk each */
+    int root = rank_of(0, g);
+    t.first = tree ? (root + 1) % n : root;
+    t.n = 1;
+    t.down = depth_a(w, n);
+  }
   return t;
 }
 
@@ -148,8 +180,9 @@ static void pass(baton__sched_t *s, baton__step_kind_t fwd, baton__step_kind_t l
   baton__step_add(s, BATON__STEP_SEND, phase, round, to, t->first, t->n, BATON__FROM_WORK);
 }
 
-/* Tree t's run towards the root; at the root, finished and sent back. */
-static void up(baton__sched_t *s, const node_t *t) {
+/* Tree t's run towards the root; at the root, finished (and for
+ * allreduce sent back). */
+static void up(baton__sched_t *s, const node_t *t, int back) {
   if (t->nkids == 0) {
     baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_REDUCE, t->up, t->parent, t->first, t->n,
                     BATON__FROM_INPUT);
@@ -162,7 +195,11 @@ static void up(baton__sched_t *s, const node_t *t) {
     src = BATON__FROM_WORK;
   }
   int last = t->kid[t->nkids - 1];
-  if (t->root)
+  if (t->root && !back)
+    baton__step_add(s, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up, last, t->first, t->n,
+                    src)
+        ->finish = 1;
+  else if (t->root)
     pass(s, BATON__STEP_RECV_REDUCE_COPY_SEND, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up,
          last, last, t, src, 1);
   else
@@ -173,6 +210,11 @@ static void up(baton__sched_t *s, const node_t *t) {
 /* Tree t's result away from the root (not at the root: it sent it back as
  * it finished it). */
 static void down(baton__sched_t *s, const node_t *t) {
+  if (t->root) { /* a broadcast's: its half of INPUT to its one child */
+    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_BROADCAST, 0, t->kid[0], t->first, t->n,
+                    BATON__FROM_INPUT);
+    return;
+  }
   if (t->nkids == 0) {
     baton__step_add(s, BATON__STEP_RECV_COPY, BATON__PHASE_BROADCAST, t->down, t->parent, t->first,
                     t->n, BATON__FROM_INPUT);
@@ -185,7 +227,8 @@ static void down(baton__sched_t *s, const node_t *t) {
                     BATON__FROM_WORK);
 }
 
-/* The steps rank v takes in one tree (what up() and down() add). */
+/* The steps rank v takes in one tree for allreduce (what up() and down()
+ * add); broadcast and reduce each take one way of it, no more. */
 static int steps_in(const node_t *t) {
   int run = t->n == 1 ? 1 : 2; /* a pass */
   if (t->nkids == 0)
@@ -197,30 +240,50 @@ static int steps_in(const node_t *t) {
 
 int baton__dbtree_max_steps(int size) {
   int most = 0;
+  trees_t g = {.n = size, .coll = BATON__COLL_ALLREDUCE};
   for (int v = 0; v < size && size > 1; v++) {
-    node_t a = node(v, size, 0, NULL), b = node(v, size, 1, NULL);
+    node_t a = node(v, 0, &g), b = node(v, 1, &g);
     int steps = steps_in(&a) + steps_in(&b);
     most = steps > most ? steps : most;
   }
+  /* Broadcast and reduce take one way of allreduce's steps; a broadcast
+   * root's three (two sends, a copy) are fewer than any other rank's four
+   * in allreduce. */
   return most;
 }
 
+static int place(const int *order, int n, int rank) {
+  int p = 0;
+  while (p < n - 1 && order[p] != rank)
+    p++;
+  return p;
+}
+
 int baton__dbtree_build(baton__sched_t *s, const baton__build_t *b) {
-  int n = b->size, v = 0;
-  if (b->coll != BATON__COLL_ALLREDUCE || n > UINT16_MAX)
+  int n = b->size;
+  baton__coll_t coll = b->coll;
+  if ((coll != BATON__COLL_ALLREDUCE && coll != BATON__COLL_BROADCAST &&
+       coll != BATON__COLL_REDUCE) ||
+      n > UINT16_MAX)
     return -1;
-  while (v < n - 1 && b->order[v] != b->rank)
-    v++;
-  node_t t[2] = {node(v, n, 0, b->order), node(v, n, 1, b->order)};
+  int rooted = coll != BATON__COLL_ALLREDUCE, shift = rooted ? place(b->order, n, b->root) : 0;
+  trees_t g = {.order = b->order, .shift = shift, .n = n, .coll = coll};
+  int v = (place(b->order, n, b->rank) - shift + n) % n;
+  node_t t[2] = {node(v, 0, &g), node(v, 1, &g)};
   /* Up, then down, each in the order of its moments (the tree whose moment
    * comes first, first). */
   int first = t[1].up < t[0].up;
-  up(s, &t[first]);
-  up(s, &t[1 - first]);
-  if (v > 0) {
-    first = t[1].down < t[0].down;
-    down(s, &t[first]);
-    down(s, &t[1 - first]);
+  if (coll != BATON__COLL_BROADCAST) {
+    up(s, &t[first], !rooted);
+    up(s, &t[1 - first], !rooted);
   }
+  if (coll == BATON__COLL_REDUCE || (v == 0 && !rooted))
+    return 0;
+  first = t[1].down < t[0].down;
+  down(s, &t[first]);
+  down(s, &t[1 - first]);
+  if (v == 0) /* the broadcast root's own output, once */
+    baton__step_add(s, BATON__STEP_COPY, BATON__PHASE_BROADCAST, 0, -1, t[0].first, 2,
+                    BATON__FROM_INPUT);
   return 0;
 }
