@@ -22,8 +22,9 @@
  *                             fail within 2 s of the parent's failure, and
  *                             later calls on both at once, naming the
  *                             parent (issue 17)
- *   test_failure mismatch N   five ways of calling different things on one
- *                             rank; every rank must return BATON_EMISMATCH
+ *   test_failure mismatch N   six ways of calling different things on one
+ *                             rank (in one, every rank waits to receive);
+ *                             every rank must return BATON_EMISMATCH
  *                             naming both calls; then alltoallv where rank
  *                             0's sendcount for rank N-1 differs from rank
  *                             N-1's recvcount for rank 0 (and once where
@@ -49,7 +50,7 @@
 
 #include "baton.h"
 
-#define NCASES 5
+#define NCASES 6
 #define NIDS (NCASES + 2) /* and the two alltoallv cases */
 #define BIG (1 << 20)     /* floats: 4 MiB, the ring */
 
@@ -271,6 +272,9 @@ static int mismatched_call(int k, baton_comm_t *comm, float *buf) {
                : baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
   case 3: /* another dtype, small */
     return baton_allreduce(buf, buf, 8, odd ? BATON_INT32 : BATON_FLOAT32, BATON_SUM, comm);
+  case 5: /* every rank waits to receive: a broadcast from the odd rank against its reduce */
+    return odd ? baton_reduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, size - 1, comm)
+               : baton_broadcast(buf, buf, BIG, BATON_FLOAT32, size - 1, comm);
   default: /* the same call through another algorithm (BATON_ALGO set at join) */
     return baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
   }
@@ -398,9 +402,9 @@ int main(int argc, char **argv) {
   for (int r = 1; r < size; r++) {
     snprintf(rk, sizeof rk, "%d", r);
     if ((kids[r] = fork()) == 0) {
-      _Static_assert(NIDS == 7, "one id argument per case");
+      _Static_assert(NIDS == 8, "one id argument per case");
       execl("/proc/self/exe", argv[0], "--child", argv[1], sz, rk, hex[0], hex[1], hex[2], hex[3],
-            hex[4], hex[5], hex[6], (char *)NULL);
+            hex[4], hex[5], hex[6], hex[7], (char *)NULL);
       _exit(127);
     }
   }

@@ -79,8 +79,11 @@ static int flushed(const tcp_conn_t *c) { return c->wire == c->user; }
 
 /* Sends a ping on every sending socket that has nothing in flight: with
  * TCP_USER_TIMEOUT, a ping the far kernel never acknowledges breaks the
- * connection within a second, so a rank that only waits to receive still
- * learns that a silent link is gone (keepalive alone takes 2 s or more). */
+ * connection within the link timeout, so a rank that only waits to receive
+ * still learns that a silent link is gone (keepalive alone takes 2 s or
+ * more). The ping names the call this rank waits in, so that two ranks
+ * that each wait to receive in different calls (a broadcast from rank 1
+ * against a reduce to it) learn of it from the pings (tcp_wire.c). */
 static void ping_idle(baton__tcp_t *t) {
   for (int i = 0; i < t->nall; i++) {
     tcp_conn_t *c = t->all[i];
@@ -96,13 +99,40 @@ static void ping_idle(baton__tcp_t *t) {
       baton__frame_t f = {.comm_id = t->comm_id,
                           .frame = (uint32_t)s->frame,
                           .kind = BATON__FRAME_PING,
-                          .sig = {.root = -1}};
+                          .sig = t->sig ? baton__sig_call(t->sig) : (baton__sig_t){.root = -1}};
       baton__frame_pack(hdr, &f);
       if (send(s->fd, hdr, sizeof hdr, MSG_NOSIGNAL) != (ssize_t)sizeof hdr) {
         /* an error shows at the next poll */
       }
     }
   }
+}
+
+/* A frame of this call that waits, unread, on another connection and was
+ * sent by another call: the peer this rank waits for may never send, being
+ * itself in its own call waiting for this rank, and only the frames that
+ * did come say why. Frames of another call number are left alone (a peer
+ * ahead sends its next call's); alltoallv blocks are compared as calls,
+ * since each block's count is its own. */
+static int stray_mismatch(tcp_conn_t *c) {
+  baton__tcp_t *t = c->t;
+  if (!t->sig)
+    return 0;
+  baton__sig_t mine = baton__sig_call(t->sig);
+  for (int i = 0; i < t->nall; i++) {
+    const tcp_conn_t *k = t->all[i];
+    if (k == c || k->sending || k->failed || k->wire <= k->user)
+      continue;
+    size_t at = k->user % k->nslots;
+    if (k->kind[at] != BATON__FRAME_DATA || k->sig[at].seq != mine.seq)
+      continue;
+    baton__sig_t theirs = baton__sig_call(&k->sig[at]);
+    int rc =
+        baton__sig_check(&mine, &theirs, t->rank, k->conn.peer, c->conn.why, sizeof c->conn.why);
+    if (rc)
+      return rc;
+  }
+  return 0;
 }
 
 /* Drives every connection until cond(c) holds, the deadline passes or a
@@ -123,6 +153,8 @@ static int wait_on(tcp_conn_t *c, int (*cond)(const tcp_conn_t *), const char *w
       memcpy(c->conn.why, why, sizeof why);
       return wrc;
     }
+    if (rc == 0 && (wrc = stray_mismatch(c)) != 0)
+      return wrc;
     if (rc == 0 && !c->sending && c->s[c->user % (uint64_t)c->nsocks].eof)
       rc = baton__tcp_conn_fail(bad = c, BATON_EREMOTE,
                                 "closed the connection while this rank waited %s", what);

@@ -178,6 +178,22 @@ static ssize_t fill(sock_t *s, void *dst, size_t n, int *drained) {
   return (ssize_t)k;
 }
 
+/* A ping from a peer that waits in another call under this call's number
+ * (tcp_progress.c): both may be waiting to receive, so no data would ever
+ * show it. Pings between calls, or from an older peer, carry another
+ * number or none. */
+static int ping_mismatch(tcp_conn_t *c, const baton__sig_t *theirs) {
+  const baton__sig_t *sig = c->t->sig;
+  if (!sig || !theirs->seq || theirs->seq != sig->seq || c->failed)
+    return 0;
+  baton__sig_t mine = baton__sig_call(sig);
+  if (baton__sig_check(&mine, theirs, c->t->rank, c->conn.peer, c->conn.why, sizeof c->conn.why) ==
+      0)
+    return 0;
+  c->failed = BATON_EMISMATCH;
+  return 1;
+}
+
 /* Reads what socket j has, into free slots. A close between frames is not
  * an error yet: the peer may have sent all it had to; it becomes one when
  * this rank waits for more (see wait_on). */
@@ -216,8 +232,10 @@ int baton__tcp_pull(tcp_conn_t *c, sock_t *s) {
       baton__log_trace(NET, "frame %llu from rank %d: kind %u, %u bytes, call #%llu",
                        (unsigned long long)s->frame, c->conn.peer, f.kind, f.len,
                        (unsigned long long)f.sig.seq);
-      if (f.kind == BATON__FRAME_PING) { /* nothing to keep: the ACK was the point */
+      if (f.kind == BATON__FRAME_PING) { /* nothing to keep but what it says of its call */
         s->done = 0;
+        if (ping_mismatch(c, &f.sig))
+          return c->failed;
         continue;
       }
       c->kind[s->frame % c->nslots] = f.kind;
