@@ -219,20 +219,52 @@ static void put(const baton__call_t *c, int to, int ch, size_t off, const char *
   }
 }
 
-int baton__direct_reduce(baton__call_t *c, const baton__step_t *st) {
+/* Elements [off, off + k) of chunk ch reduced through the scratch piece,
+ * then copied to the output(s). */
+static void reduce_through(baton__call_t *c, const baton__step_t *st, int ch, size_t off,
+                           size_t k) {
   int n = c->comm->size;
   char *t = c->work; /* a piece, in the cache */
+  c->x.reduce(t, in_of(c, 0, ch, off), in_of(c, 1, ch, off), k);
+  for (int q = 2; q < n; q++)
+    c->x.reduce(t, t, in_of(c, q, ch, off), k);
+  if (st->finish && c->args.op == BATON_AVG)
+    baton__reduce_div(t, k, c->args.dtype, n);
+  put(c, st->send_peer, ch, off, t, k);
+}
+
+/* The same in one pass where a fused kernel applies (reduce_stream.c):
+ * the elements it leaves, at either end, go through the scratch. */
+static void reduce_fused(baton__call_t *c, const baton__step_t *st, int ch, size_t off, size_t k) {
+  int n = c->comm->size, to = st->send_peer;
+  int first = to == BATON__ALL_RANKS ? 0 : to, last = to == BATON__ALL_RANKS ? n : to + 1;
+  size_t head = 0, done = 0;
+  if (c->x.stream && c->comm->params.fused && n <= BATON__REDUCE_STREAM_MAX) {
+    char *dst[BATON__REDUCE_STREAM_MAX];
+    const char *src[BATON__REDUCE_STREAM_MAX];
+    for (int q = first; q < last; q++)
+      dst[q - first] = out_of(c, q, ch, off);
+    for (int q = 0; q < n; q++)
+      src[q] = in_of(c, q, ch, off);
+    done = baton__reduce_stream(c->args.dtype, c->args.op, c->elsize, dst, last - first, src, n, k,
+                                &head);
+  }
+  if (!done) {
+    reduce_through(c, st, ch, off, k);
+    return;
+  }
+  if (head)
+    reduce_through(c, st, ch, off, head);
+  if (head + done < k)
+    reduce_through(c, st, ch, off + head + done, k - head - done);
+}
+
+int baton__direct_reduce(baton__call_t *c, const baton__step_t *st) {
   for (int i = 0; i < st->n; i++) {
     int ch = chunk_at(c, st->chunk, i);
     size_t off, k = piece_at(c, st, ch, &off);
-    if (!k)
-      continue;
-    c->x.reduce(t, in_of(c, 0, ch, off), in_of(c, 1, ch, off), k);
-    for (int q = 2; q < n; q++)
-      c->x.reduce(t, t, in_of(c, q, ch, off), k);
-    if (st->finish && c->args.op == BATON_AVG)
-      baton__reduce_div(t, k, c->args.dtype, n);
-    put(c, st->send_peer, ch, off, t, k);
+    if (k)
+      reduce_fused(c, st, ch, off, k);
   }
   return 0;
 }

@@ -527,7 +527,8 @@ for n in 1 2 6 7; do
 done
 # Registered memory (baton_mem_alloc): the direct algorithm forced on every
 # collective, dtype and mode at 2 and 3 ranks (every count), at 4, 5 and 8
-# (quick) and through 256-byte pieces (many rounds); with some ranks'
+# (quick), through 256-byte pieces (many rounds) and with streaming
+# stores at every size (the fused sums); with some ranks'
 # buffers not registered (the calls hand themselves to the staged path);
 # chosen by the selection; and across 2 emulated hosts, where the memory
 # is local and every call staged. test_mem: the API's errors, calls in
@@ -542,6 +543,17 @@ for n in 4 5 8; do
 done
 run "test_coll -n 3 --quick --registered all BATON_ALGO=direct $ALGO_SMALL" 1 env $ALGO_SMALL \
   BATON_ALGO=direct "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_coll" --quick --registered all
+# Streaming stores at every size: the fused sums of reduce_stream.c, whose
+# heads and tails go through the scratch piece, and (BATON_FUSED=0) the
+# scratch piece streamed whole.
+for n in 2 3; do
+  run "test_coll -n $n --registered all BATON_ALGO=direct BATON_STREAM_BYTES=0" 1 env \
+    BATON_FLAT_BYTES=0 BATON_STREAM_BYTES=0 BATON_ALGO=direct "$BUILD/bin/baton-run" -n "$n" \
+    "$BUILD/tests/test_coll" --registered all
+done
+run "test_coll -n 4 --quick --registered all BATON_ALGO=direct BATON_STREAM_BYTES=0 BATON_FUSED=0" \
+  1 env BATON_STREAM_BYTES=0 BATON_FUSED=0 BATON_ALGO=direct "$BUILD/bin/baton-run" -n 4 \
+  "$BUILD/tests/test_coll" --quick --registered all
 for n in 2 3 4; do
   run "test_coll -n $n --quick --registered some BATON_ALGO=direct" 1 env BATON_ALGO=direct \
     "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick --registered some

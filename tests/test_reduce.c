@@ -20,7 +20,9 @@
  * rounding tie, against the reference and against the F16C instructions
  * when the CPU has them; wraparound; NaN and signed zeros in MIN/MAX; and
  * AVG's truncating integer division. The kernels are tested in every ISA
- * tier that the CPU has (SSE2, AVX2, AVX-512).
+ * tier that the CPU has (SSE2, AVX2, AVX-512). Then the fused sum with
+ * streaming stores (baton__reduce_stream) against the pairwise kernels,
+ * and the cases it must refuse.
  *
  * Prints "N passed, M failed" and exits 1 if anything failed.
  *
@@ -401,6 +403,15 @@ static const char *const alias_names[] = {"dst separate", "dst==a", "dst==b"};
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
+  if (!p) {
+    printf("out of memory\n");
+    exit(1);
+  }
+  return p;
+}
+
+static void *xaligned(size_t n) { /* n a multiple of 64 */
+  void *p = aligned_alloc(64, n);
   if (!p) {
     printf("out of memory\n");
     exit(1);
@@ -807,6 +818,106 @@ static void test_half_kernels(void) {
     }
 }
 
+/* ------------------------------------------- the fused sum (reduce_stream.c) */
+
+/* One call of baton__reduce_stream: nsrc random sources (each at its own
+ * offset from a line), ndst outputs that start dofs elements after a line.
+ * The elements it claims, [first, first + done), must be the rank-order
+ * fold of the pairwise kernel, whole lines of the outputs; every other
+ * element of every buffer, guards included, must be untouched. */
+static void stream_case(baton_dtype_t t, int nsrc, int ndst, size_t n, size_t dofs) {
+  enum { MAXB = 8 };
+  size_t es = info[t].size, cap = n + 64 + 2 * GUARD, bytes = (cap * es + 127) / 64 * 64;
+  char *src[MAXB], *dst[MAXB], *saved[MAXB];
+  const char *s[MAXB];
+  char *d[MAXB], what[128];
+  snprintf(what, sizeof what, "reduce_stream %s nsrc=%d ndst=%d n=%zu dst+%zu", info[t].name, nsrc,
+           ndst, n, dofs);
+  begin_check();
+  for (int q = 0; q < nsrc; q++) {
+    src[q] = xaligned(bytes);
+    for (size_t i = 0; i < cap; i++)
+      st(t, src[q], i, gen(t));
+    s[q] = src[q] + (GUARD + (size_t)q % 3) * es;
+  }
+  for (int j = 0; j < ndst; j++) {
+    dst[j] = xaligned(bytes), saved[j] = xmalloc(cap * es);
+    for (size_t i = 0; i < cap; i++)
+      st(t, dst[j], i, gen(t));
+    memcpy(saved[j], dst[j], cap * es);
+    d[j] = dst[j] + 64 + dofs * es; /* the guard lies in the line before */
+  }
+  char *ref = xmalloc(n * es + 1);
+  baton__reduce_fn fn = baton__reduce_get(t, BATON_SUM);
+  fn(ref, s[0], s[1], n);
+  for (int q = 2; q < nsrc; q++)
+    fn(ref, ref, s[q], n);
+  size_t first = 0, done = baton__reduce_stream(t, BATON_SUM, es, d, ndst, s, nsrc, n, &first);
+  size_t lo = 64 / es + dofs + first, hi = lo + done; /* in elements of dst[j] */
+#if HAVE_X86
+  size_t head = (64 - dofs * es % 64) % 64; /* bytes before the first whole line */
+  int expect_some = __builtin_cpu_supports("avx2") && n * es >= head + 64;
+#else
+  int expect_some = 0;
+#endif
+  if (expect_some && !done)
+    REPORT("FAIL %s: did nothing\n", what);
+  if (done && ((uintptr_t)(d[0] + first * es) % 64 || (done * es) % 64 || first + done > n))
+    REPORT("FAIL %s: claims [%zu, +%zu), not whole lines inside the range\n", what, first, done);
+  for (int j = 0; j < ndst && done; j++)
+    for (size_t i = first; i < first + done && i < n; i++)
+      expect(what, t, i, ld(t, d[j], i), ld(t, ref, i), 1);
+  for (int j = 0; j < ndst; j++)
+    for (size_t i = 0; i < cap; i++)
+      if ((!done || i < lo || i >= hi) && ld(t, dst[j], i) != ld(t, saved[j], i)) {
+        REPORT("FAIL %s: output %d changed at element %zu outside [%zu, %zu)\n", what, j, i, lo,
+               hi);
+        break;
+      }
+  end_check();
+  for (int q = 0; q < nsrc; q++)
+    free(src[q]);
+  for (int j = 0; j < ndst; j++)
+    free(dst[j]), free(saved[j]);
+  free(ref);
+}
+
+/* Where no fused kernel applies it must say so (0) and write nothing. */
+static void stream_refusals(void) {
+  _Alignas(64) static float a[64], b[64], out[2][64 + 16];
+  const char *s[2] = {(const char *)a, (const char *)b};
+  char *d[2] = {(char *)out[0], (char *)out[1] + 4}; /* alignments differ by 4 bytes */
+  size_t first = 0;
+  begin_check();
+  if (baton__reduce_stream(BATON_FLOAT32, BATON_SUM, 4, d, 2, s, 2, 64, &first))
+    REPORT("FAIL reduce_stream: fused outputs of different alignments\n");
+  d[1] = (char *)out[1];
+  if (baton__reduce_stream(BATON_FLOAT32, BATON_MAX, 4, d, 2, s, 2, 64, &first))
+    REPORT("FAIL reduce_stream: fused a MAX\n");
+  if (baton__reduce_stream(BATON_FLOAT32, BATON_AVG, 4, d, 2, s, 2, 64, &first))
+    REPORT("FAIL reduce_stream: fused an AVG (its division is the caller's)\n");
+  if (baton__reduce_stream(BATON_FLOAT16, BATON_SUM, 2, d, 2, s, 2, 64, &first))
+    REPORT("FAIL reduce_stream: fused a float16 sum\n");
+  d[0] = (char *)out[0] + 2; /* half an element from a line */
+  if (baton__reduce_stream(BATON_FLOAT32, BATON_SUM, 4, d, 1, s, 2, 64, &first))
+    REPORT("FAIL reduce_stream: fused outputs that split an element at the line\n");
+  end_check();
+}
+
+static void test_stream(void) {
+  static const baton_dtype_t types[] = {BATON_FLOAT32, BATON_FLOAT64, BATON_INT32,
+                                        BATON_UINT32,  BATON_INT64,   BATON_UINT64};
+  static const size_t lens[] = {1, 15, 16, 17, 40, 1000, 1027};
+  static const int nsrcs[] = {2, 3, 5, 8}, ndsts[] = {1, 2, 8};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+      for (size_t a = 0; a < sizeof nsrcs / sizeof nsrcs[0]; a++)
+        for (size_t b = 0; b < sizeof ndsts / sizeof ndsts[0]; b++)
+          for (size_t dofs = 0; dofs < 6; dofs += 5)
+            stream_case(types[t], nsrcs[a], ndsts[b], lens[l], dofs);
+  stream_refusals();
+}
+
 /* ---------------------------------------------------------- benchmark */
 
 /* GB/s of one kernel on n elements in place: the best of 7 runs, each of
@@ -886,6 +997,8 @@ int main(int argc, char **argv) {
     test_half_kernels();
   }
   baton__reduce_cap_tier(2);
+  tier_label = "";
+  test_stream();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
