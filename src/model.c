@@ -87,15 +87,19 @@ FN(ar_rhd,
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
 FN(ar_flat, A + 2 * B + (n - 1) * G)
-/* dbtree: two binary trees of depth L, each carrying K/2 as one run: up
- * and down is 2L levels; every rank sends about 2K and reduces about K. The
+/* dbtree: two binary trees of depth L, each carrying K/2 as one run. A
+ * binary tree's level costs two messages where the binomial tree's costs
+ * one: an inner node sends to its first child and then its second (or
+ * receives from one and then the other), so the second waits for both;
+ * and each rank also serves its other tree between them. Up and down is 2L
+ * levels, 4L a; every rank sends about 2K and reduces about K. The
  * executor's rounds (a piece of every chunk each) pipeline the levels,
  * which baton__select_predict adds. */
-FN(ar_dbtree, 2 * lg(n) * A + 2 * B + G)
+FN(ar_dbtree, 4 * lg(n) * A + 2 * B + G)
 /* Its broadcast and reduce are the way down and the way up: an inner
  * node sends its half to two children (K in all), and reduces two. */
-FN(bc_dbtree, lg(n) * A + B)
-FN(rd_dbtree, lg(n) * A + B + G)
+FN(bc_dbtree, 2 * lg(n) * A + B)
+FN(rd_dbtree, 2 * lg(n) * A + B + G)
 /* hier: the leaders' ring over H hosts; the shared-memory fold and unfold
  * inside a host are counted as the leader's extra reductions only. */
 static double hosts_of(int n, const baton__cost_t *c) {
@@ -195,9 +199,9 @@ const baton__cost_row_t baton__rhd_costs[BATON__COLL_COUNT] = {
 };
 
 const baton__cost_row_t baton__dbtree_costs[BATON__COLL_COUNT] = {
-    COST(ALLREDUCE, "2L a + 2Kb + Kg", ar_dbtree),
-    COST(BROADCAST, "La + Kb", bc_dbtree),
-    COST(REDUCE, "La + K(b + g)", rd_dbtree),
+    COST(ALLREDUCE, "4L a + 2Kb + Kg", ar_dbtree),
+    COST(BROADCAST, "2L a + Kb", bc_dbtree),
+    COST(REDUCE, "2L a + K(b + g)", rd_dbtree),
 };
 
 const baton__cost_row_t baton__direct_costs[BATON__COLL_COUNT] = {

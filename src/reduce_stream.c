@@ -34,22 +34,22 @@ AVX2 static inline void store_si(char *p, __m256i x) { _mm256_stream_si256((__m2
 
 /* One line of every source combined, streamed to every output. The
  * sources may be unaligned (an input's offset is the caller's). */
-#define DEFINE_LINES(name, vec, load, add, store)                                               \
-  AVX2 static size_t name(char *const *dst, int ndst, const char *const *src, int nsrc,         \
-                          size_t bytes) {                                                       \
-    size_t at = 0;                                                                              \
-    for (; bytes - at >= LINE; at += LINE) {                                                    \
-      vec x0 = load((const void *)(src[0] + at)), x1 = load((const void *)(src[0] + at + 32));  \
-      for (int q = 1; q < nsrc; q++) {                                                          \
-        x0 = add(x0, load((const void *)(src[q] + at)));                                        \
-        x1 = add(x1, load((const void *)(src[q] + at + 32)));                                   \
-      }                                                                                         \
-      for (int j = 0; j < ndst; j++) {                                                          \
-        store(dst[j] + at, x0);                                                                 \
-        store(dst[j] + at + 32, x1);                                                            \
-      }                                                                                         \
-    }                                                                                           \
-    return at;                                                                                  \
+#define DEFINE_LINES(name, vec, load, add, store)                                                  \
+  AVX2 static size_t name(char *const *dst, int ndst, const char *const *src, int nsrc,            \
+                          size_t bytes) {                                                          \
+    size_t at = 0;                                                                                 \
+    for (; bytes - at >= LINE; at += LINE) {                                                       \
+      vec x0 = load((const void *)(src[0] + at)), x1 = load((const void *)(src[0] + at + 32));     \
+      for (int q = 1; q < nsrc; q++) {                                                             \
+        x0 = add(x0, load((const void *)(src[q] + at)));                                           \
+        x1 = add(x1, load((const void *)(src[q] + at + 32)));                                      \
+      }                                                                                            \
+      for (int j = 0; j < ndst; j++) {                                                             \
+        store(dst[j] + at, x0);                                                                    \
+        store(dst[j] + at + 32, x1);                                                               \
+      }                                                                                            \
+    }                                                                                              \
+    return at;                                                                                     \
   }
 
 AVX2 static inline __m256 load_ps(const void *p) { return _mm256_loadu_ps(p); }
@@ -88,8 +88,7 @@ static int has_avx2(void) {
 }
 
 size_t baton__reduce_stream(baton_dtype_t dtype, baton_op_t op, size_t elsize, char *const *dst,
-                            int ndst, const char *const *src, int nsrc, size_t n,
-                            size_t *first) {
+                            int ndst, const char *const *src, int nsrc, size_t n, size_t *first) {
   lines_fn lines = op == BATON_SUM ? lines_for(dtype) : NULL;
   if (!lines || nsrc < 2 || ndst < 1 || nsrc > BATON__REDUCE_STREAM_MAX ||
       ndst > BATON__REDUCE_STREAM_MAX || !has_avx2())
@@ -116,8 +115,7 @@ size_t baton__reduce_stream(baton_dtype_t dtype, baton_op_t op, size_t elsize, c
 #else
 
 size_t baton__reduce_stream(baton_dtype_t dtype, baton_op_t op, size_t elsize, char *const *dst,
-                            int ndst, const char *const *src, int nsrc, size_t n,
-                            size_t *first) {
+                            int ndst, const char *const *src, int nsrc, size_t n, size_t *first) {
   (void)dtype, (void)op, (void)elsize, (void)dst, (void)ndst, (void)src, (void)nsrc, (void)n;
   *first = 0;
   return 0;
