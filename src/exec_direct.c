@@ -208,15 +208,36 @@ static char *out_of(const baton__call_t *c, int q, int ch, size_t off) {
   return c->peer_out[q] + (at + off) * c->elsize;
 }
 
-/* The piece to rank `to`'s output, or to every rank's. */
-static void put(const baton__call_t *c, int to, int ch, size_t off, const char *src, size_t k) {
+/* The piece to rank `to`'s output, or to every rank's; with plain
+ * stores where `plain` (the outputs are cached), else as the call says. */
+static void put(const baton__call_t *c, int to, int ch, size_t off, const char *src, size_t k,
+                int plain) {
   int first = to == BATON__ALL_RANKS ? 0 : to,
       last = to == BATON__ALL_RANKS ? c->comm->size : to + 1;
   for (int q = first; q < last; q++) {
     char *dst = out_of(c, q, ch, off);
-    if (dst != src)
+    if (dst == src)
+      continue;
+    if (plain)
+      memcpy(dst, src, k * c->elsize);
+    else
       baton__copy_out(c, dst, src, k * c->elsize);
   }
+}
+
+/* Whether every output a reduction of chunk ch writes is the input it has
+ * just read, in place on every rank it writes to: then the lines are in
+ * this core's cache, and plain stores write them back where streaming
+ * ones were slower (N=2 allreduce of 128 MiB in place: 12.7-13.0 ms fused
+ * and streaming, 9.7-9.9 fused and plain; through the scratch 18.8 and
+ * 11.1-11.5). */
+static int over_inputs(const baton__call_t *c, int to, int ch, size_t off) {
+  int first = to == BATON__ALL_RANKS ? 0 : to,
+      last = to == BATON__ALL_RANKS ? c->comm->size : to + 1;
+  for (int q = first; q < last; q++)
+    if (out_of(c, q, ch, off) != in_of(c, q, ch, off))
+      return 0;
+  return 1;
 }
 
 /* Elements [off, off + k) of chunk ch reduced through the scratch piece,
@@ -230,7 +251,7 @@ static void reduce_through(baton__call_t *c, const baton__step_t *st, int ch, si
     c->x.reduce(t, t, in_of(c, q, ch, off), k);
   if (st->finish && c->args.op == BATON_AVG)
     baton__reduce_div(t, k, c->args.dtype, n);
-  put(c, st->send_peer, ch, off, t, k);
+  put(c, st->send_peer, ch, off, t, k, over_inputs(c, st->send_peer, ch, off));
 }
 
 /* The same in one pass where a fused kernel applies (reduce_stream.c):
@@ -239,15 +260,16 @@ static void reduce_fused(baton__call_t *c, const baton__step_t *st, int ch, size
   int n = c->comm->size, to = st->send_peer;
   int first = to == BATON__ALL_RANKS ? 0 : to, last = to == BATON__ALL_RANKS ? n : to + 1;
   size_t head = 0, done = 0;
-  if (c->x.stream && c->comm->params.fused && n <= BATON__REDUCE_STREAM_MAX) {
+  if (c->comm->params.fused && n <= BATON__REDUCE_STREAM_MAX) {
     char *dst[BATON__REDUCE_STREAM_MAX];
     const char *src[BATON__REDUCE_STREAM_MAX];
     for (int q = first; q < last; q++)
       dst[q - first] = out_of(c, q, ch, off);
     for (int q = 0; q < n; q++)
       src[q] = in_of(c, q, ch, off);
+    int streaming = c->x.stream && !over_inputs(c, to, ch, off);
     done = baton__reduce_stream(c->args.dtype, c->args.op, c->elsize, dst, last - first, src, n, k,
-                                &head);
+                                streaming, &head);
   }
   if (!done) {
     reduce_through(c, st, ch, off, k);
@@ -276,8 +298,8 @@ int baton__direct_copy(baton__call_t *c, const baton__step_t *st) {
     int ch = chunk_at(c, st->chunk, i);
     size_t off, k = piece_at(c, st, ch, &off);
     if (k)
-      put(c, st->send_peer, ch, off, in_of(c, st->recv_peer, alltoall ? st->send_peer : ch, off),
-          k);
+      put(c, st->send_peer, ch, off, in_of(c, st->recv_peer, alltoall ? st->send_peer : ch, off), k,
+          0);
   }
   return 0;
 }

@@ -115,15 +115,17 @@ typedef void (*baton__reduce_fn)(void *dst, const void *a, const void *b, size_t
 baton__reduce_fn baton__reduce_get(baton_dtype_t dtype, baton_op_t op);
 /* reduce_stream.c: dst[j][i] = src[0][i] op src[1][i] op ... (in that
  * order, as baton__reduce_fn applied rank by rank gives), for every output
- * j, with non-temporal stores. Does the elements [*first, *first + the
- * result), whole cache lines of the outputs, and leaves the rest to the
- * caller; 0 where no fused kernel applies (only SUM of 32- and 64-bit
- * floats and integers, on AVX2, with outputs of one alignment and at most
- * BATON__REDUCE_STREAM_MAX of either). Needs an sfence before the results
- * are shown, as every streaming store does. */
+ * j, in one pass: with non-temporal stores where `streaming`, else plain
+ * ones (for outputs whose lines were just read, in place). Does the
+ * elements [*first, *first + the result), whole cache lines of the
+ * outputs, and leaves the rest to the caller; 0 where no fused kernel
+ * applies (only SUM of 32- and 64-bit floats and integers, on AVX2, with
+ * outputs of one alignment and at most BATON__REDUCE_STREAM_MAX of
+ * either). Streaming stores need an sfence before the results are shown. */
 #define BATON__REDUCE_STREAM_MAX 64
 size_t baton__reduce_stream(baton_dtype_t dtype, baton_op_t op, size_t elsize, char *const *dst,
-                            int ndst, const char *const *src, int nsrc, size_t n, size_t *first);
+                            int ndst, const char *const *src, int nsrc, size_t n, int streaming,
+                            size_t *first);
 /* Whether op reduces dtype, both in range: the bitwise ops take no floats,
  * and bool has no average (baton.h). Inline: every reducing call asks. */
 static inline int baton__reduce_ok(baton_dtype_t dtype, baton_op_t op) {

@@ -56,8 +56,9 @@ static const param_row_t rows[] = {
     {"BATON_STREAM_BYTES", P_BYTES, "16M", 0, 1e18, F(stream_bytes),
      "buffers at least this large are written with non-temporal stores"},
     {"BATON_FUSED", P_INT, "1", 0, 1, F(fused),
-     "registered buffers: 1 adds the inputs and streams the sum to the outputs in one pass "
-     "(sums of 32- and 64-bit floats and integers, AVX2); 0 goes through a scratch piece"},
+     "registered buffers: 1 adds the inputs and stores the sum straight into the outputs in "
+     "one pass (sums of 32- and 64-bit floats and integers, AVX2); 0 goes through a scratch "
+     "piece"},
     {"BATON_TRANSPORT", P_STRING, "auto", 0, 0, F(transport),
      "auto (shared memory inside a host, TCP between hosts) or tcp (TCP everywhere)"},
     {"BATON_HOSTID", P_STRING, "", 0, 0, F(hostid),

@@ -9,7 +9,9 @@
  * one core (64 MiB halves), that pattern took 6.5-7.0 ms where one loop
  * that adds and stores each vector straight to the outputs took 4.9-5.6.
  * This is that loop, for the sums that dominate training (float32,
- * float64, and the integers, whose sum is the same bits signed or not).
+ * float64, and the integers, whose sum is the same bits signed or not),
+ * with streaming stores, or plain ones where the outputs are the inputs
+ * just read (in place), whose lines are in the cache already.
  *
  * The sources are combined in rank order, ((in0 + in1) + in2) + ..., as
  * the scratch path does, so both give identical bits. Everything else
@@ -27,10 +29,14 @@
 
 #define AVX2 __attribute__((target("avx2")))
 
-/* The stores, one per vector type, each to a line-aligned output. */
-AVX2 static inline void store_ps(char *p, __m256 x) { _mm256_stream_ps((float *)p, x); }
-AVX2 static inline void store_pd(char *p, __m256d x) { _mm256_stream_pd((double *)p, x); }
-AVX2 static inline void store_si(char *p, __m256i x) { _mm256_stream_si256((__m256i *)p, x); }
+/* The stores, one per vector type, each to a line-aligned output:
+ * streaming, and plain for outputs whose lines the loop has just read. */
+AVX2 static inline void stream_ps(char *p, __m256 x) { _mm256_stream_ps((float *)p, x); }
+AVX2 static inline void stream_pd(char *p, __m256d x) { _mm256_stream_pd((double *)p, x); }
+AVX2 static inline void stream_si(char *p, __m256i x) { _mm256_stream_si256((__m256i *)p, x); }
+AVX2 static inline void plain_ps(char *p, __m256 x) { _mm256_store_ps((float *)p, x); }
+AVX2 static inline void plain_pd(char *p, __m256d x) { _mm256_store_pd((double *)p, x); }
+AVX2 static inline void plain_si(char *p, __m256i x) { _mm256_store_si256((__m256i *)p, x); }
 
 /* One line of every source combined, streamed to every output. The
  * sources may be unaligned (an input's offset is the caller's). */
@@ -56,25 +62,29 @@ AVX2 static inline __m256 load_ps(const void *p) { return _mm256_loadu_ps(p); }
 AVX2 static inline __m256d load_pd(const void *p) { return _mm256_loadu_pd(p); }
 AVX2 static inline __m256i load_si(const void *p) { return _mm256_loadu_si256(p); }
 
-DEFINE_LINES(lines_f32, __m256, load_ps, _mm256_add_ps, store_ps)
-DEFINE_LINES(lines_f64, __m256d, load_pd, _mm256_add_pd, store_pd)
-DEFINE_LINES(lines_i32, __m256i, load_si, _mm256_add_epi32, store_si)
-DEFINE_LINES(lines_i64, __m256i, load_si, _mm256_add_epi64, store_si)
+DEFINE_LINES(stream_f32, __m256, load_ps, _mm256_add_ps, stream_ps)
+DEFINE_LINES(stream_f64, __m256d, load_pd, _mm256_add_pd, stream_pd)
+DEFINE_LINES(stream_i32, __m256i, load_si, _mm256_add_epi32, stream_si)
+DEFINE_LINES(stream_i64, __m256i, load_si, _mm256_add_epi64, stream_si)
+DEFINE_LINES(plain_f32, __m256, load_ps, _mm256_add_ps, plain_ps)
+DEFINE_LINES(plain_f64, __m256d, load_pd, _mm256_add_pd, plain_pd)
+DEFINE_LINES(plain_i32, __m256i, load_si, _mm256_add_epi32, plain_si)
+DEFINE_LINES(plain_i64, __m256i, load_si, _mm256_add_epi64, plain_si)
 
 typedef size_t (*lines_fn)(char *const *, int, const char *const *, int, size_t);
 
-static lines_fn lines_for(baton_dtype_t dtype) {
+static lines_fn lines_for(baton_dtype_t dtype, int streaming) {
   switch (dtype) {
   case BATON_FLOAT32:
-    return lines_f32;
+    return streaming ? stream_f32 : plain_f32;
   case BATON_FLOAT64:
-    return lines_f64;
+    return streaming ? stream_f64 : plain_f64;
   case BATON_INT32:
   case BATON_UINT32:
-    return lines_i32;
+    return streaming ? stream_i32 : plain_i32;
   case BATON_INT64:
   case BATON_UINT64:
-    return lines_i64;
+    return streaming ? stream_i64 : plain_i64;
   default:
     return NULL;
   }
@@ -88,8 +98,9 @@ static int has_avx2(void) {
 }
 
 size_t baton__reduce_stream(baton_dtype_t dtype, baton_op_t op, size_t elsize, char *const *dst,
-                            int ndst, const char *const *src, int nsrc, size_t n, size_t *first) {
-  lines_fn lines = op == BATON_SUM ? lines_for(dtype) : NULL;
+                            int ndst, const char *const *src, int nsrc, size_t n, int streaming,
+                            size_t *first) {
+  lines_fn lines = op == BATON_SUM ? lines_for(dtype, streaming) : NULL;
   if (!lines || nsrc < 2 || ndst < 1 || nsrc > BATON__REDUCE_STREAM_MAX ||
       ndst > BATON__REDUCE_STREAM_MAX || !has_avx2())
     return 0;
@@ -115,8 +126,10 @@ size_t baton__reduce_stream(baton_dtype_t dtype, baton_op_t op, size_t elsize, c
 #else
 
 size_t baton__reduce_stream(baton_dtype_t dtype, baton_op_t op, size_t elsize, char *const *dst,
-                            int ndst, const char *const *src, int nsrc, size_t n, size_t *first) {
-  (void)dtype, (void)op, (void)elsize, (void)dst, (void)ndst, (void)src, (void)nsrc, (void)n;
+                            int ndst, const char *const *src, int nsrc, size_t n, int streaming,
+                            size_t *first) {
+  (void)dtype, (void)op, (void)elsize, (void)dst, (void)ndst, (void)src, (void)nsrc, (void)n,
+      (void)streaming;
   *first = 0;
   return 0;
 }

@@ -821,18 +821,19 @@ static void test_half_kernels(void) {
 /* ------------------------------------------- the fused sum (reduce_stream.c) */
 
 /* One call of baton__reduce_stream: nsrc random sources (each at its own
- * offset from a line), ndst outputs that start dofs elements after a line.
+ * offset from a line), ndst outputs that start dofs elements after a line,
+ * with streaming stores or plain ones.
  * The elements it claims, [first, first + done), must be the rank-order
  * fold of the pairwise kernel, whole lines of the outputs; every other
  * element of every buffer, guards included, must be untouched. */
-static void stream_case(baton_dtype_t t, int nsrc, int ndst, size_t n, size_t dofs) {
+static void stream_case(baton_dtype_t t, int nsrc, int ndst, size_t n, size_t dofs, int streaming) {
   enum { MAXB = 8 };
   size_t es = info[t].size, cap = n + 64 + 2 * GUARD, bytes = (cap * es + 127) / 64 * 64;
   char *src[MAXB], *dst[MAXB], *saved[MAXB];
   const char *s[MAXB];
   char *d[MAXB], what[128];
-  snprintf(what, sizeof what, "reduce_stream %s nsrc=%d ndst=%d n=%zu dst+%zu", info[t].name, nsrc,
-           ndst, n, dofs);
+  snprintf(what, sizeof what, "reduce_stream %s nsrc=%d ndst=%d n=%zu dst+%zu %s", info[t].name,
+           nsrc, ndst, n, dofs, streaming ? "streaming" : "plain");
   begin_check();
   for (int q = 0; q < nsrc; q++) {
     src[q] = xaligned(bytes);
@@ -852,7 +853,8 @@ static void stream_case(baton_dtype_t t, int nsrc, int ndst, size_t n, size_t do
   fn(ref, s[0], s[1], n);
   for (int q = 2; q < nsrc; q++)
     fn(ref, ref, s[q], n);
-  size_t first = 0, done = baton__reduce_stream(t, BATON_SUM, es, d, ndst, s, nsrc, n, &first);
+  size_t first = 0,
+         done = baton__reduce_stream(t, BATON_SUM, es, d, ndst, s, nsrc, n, streaming, &first);
   size_t lo = 64 / es + dofs + first, hi = lo + done; /* in elements of dst[j] */
 #if HAVE_X86
   size_t head = (64 - dofs * es % 64) % 64; /* bytes before the first whole line */
@@ -889,19 +891,58 @@ static void stream_refusals(void) {
   char *d[2] = {(char *)out[0], (char *)out[1] + 4}; /* alignments differ by 4 bytes */
   size_t first = 0;
   begin_check();
-  if (baton__reduce_stream(BATON_FLOAT32, BATON_SUM, 4, d, 2, s, 2, 64, &first))
+  if (baton__reduce_stream(BATON_FLOAT32, BATON_SUM, 4, d, 2, s, 2, 64, 1, &first))
     REPORT("FAIL reduce_stream: fused outputs of different alignments\n");
   d[1] = (char *)out[1];
-  if (baton__reduce_stream(BATON_FLOAT32, BATON_MAX, 4, d, 2, s, 2, 64, &first))
+  if (baton__reduce_stream(BATON_FLOAT32, BATON_MAX, 4, d, 2, s, 2, 64, 1, &first))
     REPORT("FAIL reduce_stream: fused a MAX\n");
-  if (baton__reduce_stream(BATON_FLOAT32, BATON_AVG, 4, d, 2, s, 2, 64, &first))
+  if (baton__reduce_stream(BATON_FLOAT32, BATON_AVG, 4, d, 2, s, 2, 64, 1, &first))
     REPORT("FAIL reduce_stream: fused an AVG (its division is the caller's)\n");
-  if (baton__reduce_stream(BATON_FLOAT16, BATON_SUM, 2, d, 2, s, 2, 64, &first))
+  if (baton__reduce_stream(BATON_FLOAT16, BATON_SUM, 2, d, 2, s, 2, 64, 1, &first))
     REPORT("FAIL reduce_stream: fused a float16 sum\n");
   d[0] = (char *)out[0] + 2; /* half an element from a line */
-  if (baton__reduce_stream(BATON_FLOAT32, BATON_SUM, 4, d, 1, s, 2, 64, &first))
+  if (baton__reduce_stream(BATON_FLOAT32, BATON_SUM, 4, d, 1, s, 2, 64, 1, &first))
     REPORT("FAIL reduce_stream: fused outputs that split an element at the line\n");
   end_check();
+}
+
+/* In place, as direct's allreduce has it: output j is input j, each read
+ * before its line is written. */
+static void stream_inplace_case(baton_dtype_t t, int nsrc, size_t n, size_t ofs, int streaming) {
+  enum { MAXB = 8 };
+  size_t es = info[t].size, bytes = ((n + ofs) * es + 127) / 64 * 64;
+  char *buf[MAXB], *d[MAXB], what[128];
+  const char *s[MAXB];
+  snprintf(what, sizeof what, "reduce_stream in place %s nsrc=%d n=%zu +%zu %s", info[t].name, nsrc,
+           n, ofs, streaming ? "streaming" : "plain");
+  begin_check();
+  char *ref = xmalloc(n * es + 1), *orig = xmalloc(n * es + 1);
+  baton__reduce_fn fn = baton__reduce_get(t, BATON_SUM);
+  for (int q = 0; q < nsrc; q++) {
+    buf[q] = xaligned(bytes);
+    for (size_t i = 0; i < n + ofs; i++)
+      st(t, buf[q], i, gen(t));
+    d[q] = buf[q] + ofs * es, s[q] = d[q];
+    if (q == 0)
+      memcpy(ref, s[0], n * es);
+    else
+      fn(ref, ref, s[q], n);
+  }
+  memcpy(orig, s[0], n * es);
+  size_t first = 0,
+         done = baton__reduce_stream(t, BATON_SUM, es, d, nsrc, s, nsrc, n, streaming, &first);
+  for (int j = 0; j < nsrc; j++)
+    for (size_t i = first; i < first + done; i++)
+      expect(what, t, i, ld(t, d[j], i), ld(t, ref, i), 1);
+  for (size_t i = 0; i < n && done; i++)
+    if ((i < first || i >= first + done) && ld(t, d[0], i) != ld(t, orig, i)) {
+      REPORT("FAIL %s: element %zu changed outside [%zu, +%zu)\n", what, i, first, done);
+      break;
+    }
+  end_check();
+  for (int q = 0; q < nsrc; q++)
+    free(buf[q]);
+  free(ref), free(orig);
 }
 
 static void test_stream(void) {
@@ -914,7 +955,13 @@ static void test_stream(void) {
       for (size_t a = 0; a < sizeof nsrcs / sizeof nsrcs[0]; a++)
         for (size_t b = 0; b < sizeof ndsts / sizeof ndsts[0]; b++)
           for (size_t dofs = 0; dofs < 6; dofs += 5)
-            stream_case(types[t], nsrcs[a], ndsts[b], lens[l], dofs);
+            for (int streaming = 0; streaming < 2; streaming++)
+              stream_case(types[t], nsrcs[a], ndsts[b], lens[l], dofs, streaming);
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+      for (size_t a = 0; a < sizeof nsrcs / sizeof nsrcs[0]; a++)
+        for (int streaming = 0; streaming < 2; streaming++)
+          stream_inplace_case(types[t], nsrcs[a], lens[l], 3, streaming);
   stream_refusals();
 }
 
