@@ -1,13 +1,14 @@
 /*
- * reduce_stream.c - a reduction fused with its streaming stores, for the
+ * reduce_stream.c - a reduction fused with its stores into the outputs, for the
  * direct path on registered buffers (exec_direct.c).
  *
- * Direct reduces each piece of its chunk from every rank's input into a
- * scratch piece in L1, then streams the piece into one output or into
- * every rank's. The scratch costs a store and a load per vector on top of
- * the memory traffic, and a second pass over the piece: measured alone on
- * one core (64 MiB halves), that pattern took 6.5-7.0 ms where one loop
- * that adds and stores each vector straight to the outputs took 4.9-5.6.
+ * Without it, direct reduces each piece of its chunk from every rank's
+ * input into a scratch piece in L1, then streams the piece into one
+ * output or into every rank's. The scratch costs a store and a load per
+ * vector on top of the memory traffic, and a second pass over the piece:
+ * measured alone on one core (64 MiB halves), that pattern took 6.5-7.0
+ * ms where one loop that adds and stores each vector straight to the
+ * outputs took 4.9-5.6.
  * This is that loop, for the sums that dominate training (float32,
  * float64, and the integers, whose sum is the same bits signed or not),
  * with streaming stores, or plain ones where the outputs are the inputs
