@@ -63,6 +63,7 @@ typedef struct {
   size_t segment_bytes;      /* BATON_SEGMENT_BYTES */
   int shm_slots;             /* BATON_SHM_SLOTS */
   int spin_us;               /* BATON_SPIN_US */
+  int yield_us;              /* BATON_YIELD_US */
   int tcp_spin_us;           /* BATON_TCP_SPIN_US */
   double tcp_link_timeout_s; /* BATON_TCP_LINK_TIMEOUT */
   int progress_cpu;          /* BATON_PROGRESS_CPU */

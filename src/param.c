@@ -51,6 +51,9 @@ static const param_row_t rows[] = {
     {"BATON_SPIN_US", P_INT, "-1", -1, 1000000, F(spin_us),
      "shared memory: microseconds a waiter spins before it sleeps on a futex; -1: twice "
      "what a wake-up costs here, measured once per process (20 to 1000)"},
+    {"BATON_YIELD_US", P_INT, "200", 0, 1000000, F(yield_us),
+     "shared memory, more ranks than cores: microseconds a waiter hands its core to others "
+     "(sched_yield) before it sleeps on a futex, instead of spinning"},
     {"BATON_FLAT_BYTES", P_BYTES, "64K", 0, 16 << 20, F(flat_bytes),
      "shared memory: largest per-rank buffer for the flat (one-step) algorithm"},
     {"BATON_STREAM_BYTES", P_BYTES, "16M", 0, 1e18, F(stream_bytes),

@@ -83,19 +83,32 @@ int baton__shm_wait_for(baton__shm_t *s, _Atomic uint32_t *word, uint32_t target
   if (reached_soon(s, word, target))
     return 0;
   double start = baton__now(), spin_end = start + s->spin_s;
-  do {
+  /* None when oversubscribed: even one round of 64 pauses (10.5 ns each on
+   * this VM's Xeon) made an 8-byte allreduce of 3 ranks 2.1 us, not 1.3. */
+  while (s->spin_s > 0) {
     for (int i = 0; i < 64; i++) {
       if (reached(word, target))
         return 0;
       baton__cpu_relax();
     }
-  } while (baton__now() < spin_end);
+    if (baton__now() >= spin_end)
+      break;
+  }
   /* With more ranks than cores the rank we wait for may be queued behind us
-   * on this core: hand it the core a few times before paying for a sleep. */
-  for (int i = 0; s->oversubscribed && i < 4; i++) {
-    sched_yield();
-    if (reached(word, target))
-      return 0;
+   * on this core: hand it the core, for BATON_YIELD_US (4 times at least),
+   * before paying for a sleep. Alone on its core a waiter loses nothing by
+   * it; a sleeper costs its waker a FUTEX_WAKE and itself a wake-up, which
+   * on this VM made an 8-byte allreduce of 3 ranks on 2 cores take 9-12 us
+   * where yielding took about 2 (docs/performance.md, issue 20 part 2). */
+  if (s->oversubscribed) {
+    double yield_end = baton__now() + s->yield_s;
+    for (int i = 0;; i++) {
+      sched_yield();
+      if (reached(word, target))
+        return 0;
+      if (i >= 3 && baton__now() >= yield_end)
+        break;
+    }
   }
   const struct timespec slice = {0, 20 * 1000 * 1000};
   for (;;) {

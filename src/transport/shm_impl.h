@@ -93,7 +93,8 @@ struct baton__shm {
   int rank, size; /* this rank's index among the host's ranks, and their number */
   int *local;     /* global rank of each local index */
   shm_header_t *hdr;
-  double spin_s;
+  double spin_s;      /* 0 when oversubscribed */
+  double yield_s;     /* BATON_YIELD_US: how long an oversubscribed waiter yields */
   int oversubscribed; /* more ranks than cores */
   const baton__watch_t *watch;
   char why[384]; /* the watch's reason */

@@ -265,9 +265,10 @@ fail_close:
 
 static double spin_seconds(const baton__params_t *p, int size) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  /* More ranks than cores: a spinning waiter holds the core its peer needs. */
+  /* More ranks than cores: a spinning waiter holds the core its peer may
+   * need; it yields instead (baton__shm_wait_for). */
   if (cpus > 0 && size > cpus)
-    return p->spin_us < 2 ? p->spin_us * 1e-6 : 2e-6;
+    return 0;
   return p->spin_us * 1e-6;
 }
 
@@ -293,6 +294,7 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   s->size = size;
   s->rank = local_index(s, rank);
   s->spin_s = spin_seconds(p, size);
+  s->yield_s = p->yield_us * 1e-6;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   s->oversubscribed = cpus > 0 && size > cpus;
   s->send_conn.slot_bytes = s->recv_conn.slot_bytes = p->segment_bytes / CACHELINE * CACHELINE;
@@ -338,9 +340,16 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   if (s->rank == 0)
     shm_unlink(name);
   baton__shm_bind_conns(s, next, prev, p);
-  baton__log_info(SHM,
-                  "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes, spin %.0f us",
-                  name, s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes, s->spin_s * 1e6);
+  if (s->oversubscribed)
+    baton__log_info(SHM,
+                    "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes; more ranks "
+                    "than cores: a waiter yields for %.0f us, without spinning, before it sleeps",
+                    name, s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes,
+                    s->yield_s * 1e6);
+  else
+    baton__log_info(
+        SHM, "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes, spin %.0f us", name,
+        s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes, s->spin_s * 1e6);
   *out = s;
   return 0;
 fail_unmap:
