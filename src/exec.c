@@ -272,8 +272,9 @@ void baton__exec_prepare(baton__call_t *c) {
   }
   /* In place, the output lines were just read and are still cached: plain
    * stores win there (measured: 7.3 against 6.7 GB/s at 128 MiB, N=2).
-   * Not for direct, whose outputs are written from scratch in L1, in
-   * place too, and mostly into other ranks' buffers. */
+   * Direct decides per piece instead (exec_direct.c, over_inputs): in
+   * place its copies go into other ranks' buffers, not read here, and only
+   * its reductions write over what they read. */
   c->x.stream = (c->out != c->in || (c->algo->traits & BATON__ALGO_REGISTERED)) && c->planned.big;
   c->x.round_start = 0;
   c->x.next = 0;

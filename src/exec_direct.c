@@ -208,12 +208,19 @@ static char *out_of(const baton__call_t *c, int q, int ch, size_t off) {
   return c->peer_out[q] + (at + off) * c->elsize;
 }
 
+/* The ranks [*first, *last) whose outputs a step to `to` writes: `to`'s,
+ * or every rank's. */
+static void outputs_of(const baton__call_t *c, int to, int *first, int *last) {
+  *first = to == BATON__ALL_RANKS ? 0 : to;
+  *last = to == BATON__ALL_RANKS ? c->comm->size : to + 1;
+}
+
 /* The piece to rank `to`'s output, or to every rank's; with plain
  * stores where `plain` (the outputs are cached), else as the call says. */
 static void put(const baton__call_t *c, int to, int ch, size_t off, const char *src, size_t k,
                 int plain) {
-  int first = to == BATON__ALL_RANKS ? 0 : to,
-      last = to == BATON__ALL_RANKS ? c->comm->size : to + 1;
+  int first, last;
+  outputs_of(c, to, &first, &last);
   for (int q = first; q < last; q++) {
     char *dst = out_of(c, q, ch, off);
     if (dst == src)
@@ -232,8 +239,8 @@ static void put(const baton__call_t *c, int to, int ch, size_t off, const char *
  * and streaming, 9.7-9.9 fused and plain; through the scratch 18.8 and
  * 11.1-11.5). */
 static int over_inputs(const baton__call_t *c, int to, int ch, size_t off) {
-  int first = to == BATON__ALL_RANKS ? 0 : to,
-      last = to == BATON__ALL_RANKS ? c->comm->size : to + 1;
+  int first, last;
+  outputs_of(c, to, &first, &last);
   for (int q = first; q < last; q++)
     if (out_of(c, q, ch, off) != in_of(c, q, ch, off))
       return 0;
@@ -241,9 +248,9 @@ static int over_inputs(const baton__call_t *c, int to, int ch, size_t off) {
 }
 
 /* Elements [off, off + k) of chunk ch reduced through the scratch piece,
- * then copied to the output(s). */
-static void reduce_through(baton__call_t *c, const baton__step_t *st, int ch, size_t off,
-                           size_t k) {
+ * then copied to the output(s), plainly where `plain`. */
+static void reduce_through(baton__call_t *c, const baton__step_t *st, int ch, size_t off, size_t k,
+                           int plain) {
   int n = c->comm->size;
   char *t = c->work; /* a piece, in the cache */
   c->x.reduce(t, in_of(c, 0, ch, off), in_of(c, 1, ch, off), k);
@@ -251,15 +258,17 @@ static void reduce_through(baton__call_t *c, const baton__step_t *st, int ch, si
     c->x.reduce(t, t, in_of(c, q, ch, off), k);
   if (st->finish && c->args.op == BATON_AVG)
     baton__reduce_div(t, k, c->args.dtype, n);
-  put(c, st->send_peer, ch, off, t, k, over_inputs(c, st->send_peer, ch, off));
+  put(c, st->send_peer, ch, off, t, k, plain);
 }
 
-/* The same in one pass where a fused kernel applies (reduce_stream.c):
- * the elements it leaves, at either end, go through the scratch. */
-static void reduce_fused(baton__call_t *c, const baton__step_t *st, int ch, size_t off, size_t k) {
-  int n = c->comm->size, to = st->send_peer;
-  int first = to == BATON__ALL_RANKS ? 0 : to, last = to == BATON__ALL_RANKS ? n : to + 1;
+/* A piece of chunk ch reduced in one pass where a fused kernel applies
+ * (reduce_stream.c); the elements it leaves, at either end, and every
+ * piece it does not take go through the scratch. */
+static void reduce_piece(baton__call_t *c, const baton__step_t *st, int ch, size_t off, size_t k) {
+  int n = c->comm->size, to = st->send_peer, first, last;
+  int plain = over_inputs(c, to, ch, off);
   size_t head = 0, done = 0;
+  outputs_of(c, to, &first, &last);
   if (c->comm->params.fused && n <= BATON__REDUCE_STREAM_MAX) {
     char *dst[BATON__REDUCE_STREAM_MAX];
     const char *src[BATON__REDUCE_STREAM_MAX];
@@ -267,18 +276,17 @@ static void reduce_fused(baton__call_t *c, const baton__step_t *st, int ch, size
       dst[q - first] = out_of(c, q, ch, off);
     for (int q = 0; q < n; q++)
       src[q] = in_of(c, q, ch, off);
-    int streaming = c->x.stream && !over_inputs(c, to, ch, off);
     done = baton__reduce_stream(c->args.dtype, c->args.op, c->elsize, dst, last - first, src, n, k,
-                                streaming, &head);
+                                c->x.stream && !plain, &head);
   }
   if (!done) {
-    reduce_through(c, st, ch, off, k);
+    reduce_through(c, st, ch, off, k, plain);
     return;
   }
   if (head)
-    reduce_through(c, st, ch, off, head);
+    reduce_through(c, st, ch, off, head, plain);
   if (head + done < k)
-    reduce_through(c, st, ch, off + head + done, k - head - done);
+    reduce_through(c, st, ch, off + head + done, k - head - done, plain);
 }
 
 int baton__direct_reduce(baton__call_t *c, const baton__step_t *st) {
@@ -286,7 +294,7 @@ int baton__direct_reduce(baton__call_t *c, const baton__step_t *st) {
     int ch = chunk_at(c, st->chunk, i);
     size_t off, k = piece_at(c, st, ch, &off);
     if (k)
-      reduce_fused(c, st, ch, off, k);
+      reduce_piece(c, st, ch, off, k);
   }
   return 0;
 }

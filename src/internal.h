@@ -114,6 +114,9 @@ typedef void (*baton__reduce_fn)(void *dst, const void *a, const void *b, size_t
 /* NULL for a dtype or op out of range and for the pairs that have no
  * meaning (baton__reduce_ok). */
 baton__reduce_fn baton__reduce_get(baton_dtype_t dtype, baton_op_t op);
+/* Whether the kernels' AVX2 tier is in effect (the CPU has it, with
+ * F16C, and no test capped it): reduce_stream.c's loops need it too. */
+int baton__reduce_avx2(void);
 /* reduce_stream.c: dst[j][i] = src[0][i] op src[1][i] op ... (in that
  * order, as baton__reduce_fn applied rank by rank gives), for every output
  * j, in one pass: with non-temporal stores where `streaming`, else plain

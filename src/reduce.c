@@ -366,6 +366,8 @@ static int cpu_tier(void) {
   return tier < tier_cap ? tier : tier_cap;
 }
 
+int baton__reduce_avx2(void) { return cpu_tier() >= TIER_AVX2; }
+
 int baton__reduce_cap_tier(int cap) {
   tier_cap = cap < TIER_BASE ? TIER_BASE : cap;
   return cpu_tier();

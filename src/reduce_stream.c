@@ -91,19 +91,12 @@ static lines_fn lines_for(baton_dtype_t dtype, int streaming) {
   }
 }
 
-static int has_avx2(void) {
-  static int known = -1;
-  if (known < 0)
-    known = __builtin_cpu_supports("avx2") != 0;
-  return known;
-}
-
 size_t baton__reduce_stream(baton_dtype_t dtype, baton_op_t op, size_t elsize, char *const *dst,
                             int ndst, const char *const *src, int nsrc, size_t n, int streaming,
                             size_t *first) {
   lines_fn lines = op == BATON_SUM ? lines_for(dtype, streaming) : NULL;
   if (!lines || nsrc < 2 || ndst < 1 || nsrc > BATON__REDUCE_STREAM_MAX ||
-      ndst > BATON__REDUCE_STREAM_MAX || !has_avx2())
+      ndst > BATON__REDUCE_STREAM_MAX || !baton__reduce_avx2())
     return 0;
   size_t head = ((uintptr_t)0 - (uintptr_t)dst[0]) & (LINE - 1);
   if (head % elsize)

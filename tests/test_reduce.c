@@ -858,7 +858,7 @@ static void stream_case(baton_dtype_t t, int nsrc, int ndst, size_t n, size_t do
   size_t lo = 64 / es + dofs + first, hi = lo + done; /* in elements of dst[j] */
 #if HAVE_X86
   size_t head = (64 - dofs * es % 64) % 64; /* bytes before the first whole line */
-  int expect_some = __builtin_cpu_supports("avx2") && n * es >= head + 64;
+  int expect_some = baton__reduce_avx2() && n * es >= head + 64;
 #else
   int expect_some = 0;
 #endif
