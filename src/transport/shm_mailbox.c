@@ -263,15 +263,6 @@ fail_close:
   return rc;
 }
 
-static double spin_seconds(const baton__params_t *p, int size) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  /* More ranks than cores: a spinning waiter holds the core its peer may
-   * need; it yields instead (baton__shm_wait_for). */
-  if (cpus > 0 && size > cpus)
-    return 0;
-  return p->spin_us * 1e-6;
-}
-
 static void free_pairs(baton__shm_t *s) {
   free(s->pair_send_chan);
   free(s->pair_recv_chan);
@@ -293,10 +284,12 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   s->local = copy;
   s->size = size;
   s->rank = local_index(s, rank);
-  s->spin_s = spin_seconds(p, size);
-  s->yield_s = p->yield_us * 1e-6;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   s->oversubscribed = cpus > 0 && size > cpus;
+  /* More ranks than cores: a spinning waiter holds the core its peer may
+   * need; it yields instead (baton__shm_wait_for). */
+  s->spin_s = s->oversubscribed ? 0 : p->spin_us * 1e-6;
+  s->yield_s = p->yield_us * 1e-6;
   s->send_conn.slot_bytes = s->recv_conn.slot_bytes = p->segment_bytes / CACHELINE * CACHELINE;
   s->bytes =
       header_bytes(size, mailbox_of(p)) +
@@ -340,16 +333,14 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   if (s->rank == 0)
     shm_unlink(name);
   baton__shm_bind_conns(s, next, prev, p);
+  char wait[96];
   if (s->oversubscribed)
-    baton__log_info(SHM,
-                    "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes; more ranks "
-                    "than cores: a waiter yields for %.0f us, without spinning, before it sleeps",
-                    name, s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes,
-                    s->yield_s * 1e6);
+    snprintf(wait, sizeof wait, "more ranks than cores: a waiter yields %.0f us, no spin",
+             s->yield_s * 1e6);
   else
-    baton__log_info(
-        SHM, "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes, spin %.0f us", name,
-        s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes, s->spin_s * 1e6);
+    snprintf(wait, sizeof wait, "spin %.0f us", s->spin_s * 1e6);
+  baton__log_info(SHM, "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes; %s", name,
+                  s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes, wait);
   *out = s;
   return 0;
 fail_unmap:
