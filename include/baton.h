@@ -483,6 +483,18 @@ int baton_wait(baton_request_t *req);
 /* *done = 0: still running, BATON_OK returned, req still valid; *done = 1:
  * complete, the call's status returned, req freed. */
 int baton_test(baton_request_t *req, int *done);
+/* Waits up to timeout_s seconds (>= 0) for req. *done = 1: it completed,
+ * the call's status is returned and req is freed; *done = 0: the time ran
+ * out first, BATON_OK is returned and req is still valid (wait again, or
+ * test). It sleeps until the call completes or the time is up, and leaves
+ * the running to the progress thread (baton_wait may run a call itself),
+ * so it returns by the deadline: within microseconds for a collective, up
+ * to 10 ms after it for a point-to-point request. A request of a blocking
+ * call has no deadline. A NULL req or done, or a negative or NaN
+ * timeout_s, is BATON_EINVAL. The form for a caller that must return by a
+ * deadline (a framework's work.wait): a loop of baton_test and sleeps
+ * wakes up to a sleep late. */
+int baton_wait_for(baton_request_t *req, double timeout_s, int *done);
 /* Waits for all n requests (NULL entries are skipped); returns the first
  * failure's status in array order, BATON_OK when none failed; frees all. */
 int baton_wait_all(int n, baton_request_t **reqs);

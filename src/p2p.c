@@ -12,6 +12,7 @@
  * never queue behind a collective's, nor a collective behind them, and the
  * two may run in different threads.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -128,7 +129,8 @@ static int post(baton_comm_t *comm, int sending, void *buf, size_t count, baton_
     atomic_store(&comm->busy, 0);
     return BATON_OK;
   }
-  rc = baton__p2p_wait((baton_request_t *)op);
+  int done;
+  rc = baton__p2p_wait_until((baton_request_t *)op, INFINITY, &done);
   atomic_store(&comm->busy, 0);
   return rc;
 }
@@ -180,16 +182,17 @@ static void hand_over(baton__p2p_t *p) {
     pthread_cond_signal(&p->work);
 }
 
-int baton__p2p_wait(baton_request_t *req) {
+int baton__p2p_wait_until(baton_request_t *req, double until, int *done) {
   p2p_op_t *op = (p2p_op_t *)req;
   baton__p2p_t *p = op->comm->p2p;
   pthread_mutex_lock(&p->mu);
   p->waiters++;
-  baton__p2p_drive(p, op);
+  baton__p2p_drive(p, op, until);
   p->waiters--;
+  *done = op->state == OP_DONE;
   hand_over(p);
   pthread_mutex_unlock(&p->mu);
-  return retire(op);
+  return *done ? retire(op) : BATON_OK;
 }
 
 int baton__p2p_test(baton_request_t *req, int *done) {

@@ -23,8 +23,10 @@ void baton__p2p_shutdown(baton_comm_t *comm, int rc, const char *msg);
 /* Frees the connections and the state; after baton__p2p_stop. */
 void baton__p2p_free(baton_comm_t *comm);
 
-/* baton_wait and baton_test of a point-to-point request. */
-int baton__p2p_wait(baton_request_t *req);
+/* baton_wait, baton_wait_for and baton_test of a point-to-point request. */
+/* Drives req until it is done (*done = 1, its status returned, req freed)
+ * or baton__now() reaches `until` (*done = 0, BATON_OK): INFINITY waits. */
+int baton__p2p_wait_until(baton_request_t *req, double until, int *done);
 int baton__p2p_test(baton_request_t *req, int *done);
 
 #endif /* BATON_P2P_H */

@@ -137,9 +137,10 @@ int baton__p2p_watch(baton__p2p_t *p);
 /* One pass over every lane with work, never waiting. Returns the frames
  * moved (0: nothing could move). Under the lock. */
 int baton__p2p_pass(baton__p2p_t *p, int deep, double now);
-/* Drives passes until op is done (op NULL: until nothing is pending, or a
- * waiter arrives); under the lock. */
-void baton__p2p_drive(baton__p2p_t *p, const p2p_op_t *op);
+/* Drives passes until op is done or the clock (baton__now) reaches
+ * `until`, its sleeps of at most 10 ms overshooting it by up to that (op
+ * NULL: until nothing is pending, or a waiter arrives); under the lock. */
+void baton__p2p_drive(baton__p2p_t *p, const p2p_op_t *op, double until);
 /* The point-to-point thread, started once; 0 or BATON_ESYS. Under the lock. */
 int baton__p2p_start_thread(baton__p2p_t *p);
 

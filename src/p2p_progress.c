@@ -19,6 +19,7 @@
  * that the peers' messages fail too, and later calls fail at once. A
  * mismatch fails only the two messages.
  */
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -218,13 +219,13 @@ static void nap(baton__p2p_t *p, double s) {
   pthread_mutex_lock(&p->mu);
 }
 
-void baton__p2p_drive(baton__p2p_t *p, const p2p_op_t *op) {
+void baton__p2p_drive(baton__p2p_t *p, const p2p_op_t *op, double until) {
   double now = baton__now(), idle_since = now, backoff = 10e-6;
   /* A waiter also sends what it owes before it leaves: the ACK of the
    * receive it matched is what its peer's send waits for. The clock is
    * read every 16th pass: at 25 ns a read it was a third of a spinning
    * waiter's time. */
-  for (unsigned k = 1; op ? op->state != OP_DONE || (p->owed && !p->fatal)
+  for (unsigned k = 1; op ? (op->state != OP_DONE || (p->owed && !p->fatal)) && now < until
                           : (p->pending > 0 || p->dirty || p->owed) && !p->waiters && !p->stop;
        k++) {
     if (k % 16 == 0)
@@ -262,7 +263,7 @@ static void *thread_main(void *arg) {
     if ((p->pending == 0 && !p->dirty && !p->owed) || p->waiters)
       pthread_cond_wait(&p->work, &p->mu);
     else
-      baton__p2p_drive(p, NULL);
+      baton__p2p_drive(p, NULL, INFINITY);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;

@@ -1,6 +1,6 @@
 /*
  * progress.c - calls in flight: the requests of baton.h (baton_wait,
- * baton_test, baton_wait_all) and the progress engine that runs them.
+ * baton_wait_for, baton_test, baton_wait_all) and the progress engine that runs them.
  *
  * The engine is made by a communicator's first i-call: a lock, two
  * condition variables and a thread. Calls run one at a time, each to its
@@ -17,6 +17,8 @@
  * while nothing arrives. It blocks every signal, so that the program's
  * handlers run in its own threads.
  */
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -109,8 +111,12 @@ static int start(baton_comm_t *comm) {
   if (!e)
     return BATON_ENOMEM;
   pthread_mutex_init(&e->mu, NULL);
+  pthread_condattr_t monotonic; /* baton_wait_for's deadlines are baton__now()'s */
+  pthread_condattr_init(&monotonic);
+  pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
   pthread_cond_init(&e->work, NULL);
-  pthread_cond_init(&e->done, NULL);
+  pthread_cond_init(&e->done, &monotonic);
+  pthread_condattr_destroy(&monotonic);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -175,8 +181,9 @@ int baton__progress_post(baton__call_t *c) {
 int baton_wait(baton_request_t *c) {
   if (!c)
     return BATON_EINVAL;
+  int done;
   if (c->kind == BATON__REQ_P2P)
-    return baton__p2p_wait(c);
+    return baton__p2p_wait_until(c, INFINITY, &done);
   baton_comm_t *comm = c->comm;
   if (!comm->engine) { /* a blocking call: this thread runs it */
     baton__exec(c);
@@ -186,6 +193,37 @@ int baton_wait(baton_request_t *c) {
   wait_locked(comm, c);
   int rc = baton__call_finish(c);
   pthread_mutex_unlock(&comm->engine->mu);
+  return rc;
+}
+
+/* The clock `done` is waited on with (start): baton__now's. */
+static struct timespec at(double t) {
+  double whole = floor(t);
+  return (struct timespec){(time_t)whole, (long)((t - whole) * 1e9)};
+}
+
+int baton_wait_for(baton_request_t *c, double timeout_s, int *done) {
+  if (!c || !done || !(timeout_s >= 0))
+    return BATON_EINVAL;
+  double until = baton__now() + timeout_s;
+  if (c->kind == BATON__REQ_P2P)
+    return baton__p2p_wait_until(c, until, done);
+  baton_comm_t *comm = c->comm;
+  if (!comm->engine) { /* a blocking call's request: it runs here and now */
+    *done = 1;
+    return baton_wait(c);
+  }
+  baton__engine_t *e = comm->engine;
+  struct timespec deadline = at(until);
+  pthread_mutex_lock(&e->mu);
+  /* The progress thread runs the calls (baton__progress_post woke it): a
+   * call run here would run to its end, past the deadline. */
+  while (c->state != BATON__CALL_DONE)
+    if (pthread_cond_timedwait(&e->done, &e->mu, &deadline) == ETIMEDOUT)
+      break;
+  *done = c->state == BATON__CALL_DONE;
+  int rc = *done ? baton__call_finish(c) : BATON_OK;
+  pthread_mutex_unlock(&e->mu);
   return rc;
 }
 

@@ -9,13 +9,17 @@
  * The sweep issues, round after round, several calls at once (every
  * i-form, mixed sizes from 0 up, a blocking call among them now and
  * then) and waits for them in issue order, in reverse order, with
- * baton_wait_all or by polling baton_test; every result is checked
+ * baton_wait_all, by polling baton_test or with baton_wait_for's short
+ * deadlines; every result is checked
  * against each collective's definition, computed here from the inputs'
  * formula (int32 sums, so exact). Then 70 small allreduces in flight at
- * once (past the 64 the header promises), bad arguments (BATON_EINVAL from
+ * once (past the 64 the header promises), baton_wait_for's deadline (a
+ * collective and a receive that rank 0 waits 50 ms for while the peer
+ * holds back 300 ms), bad arguments (BATON_EINVAL from
  * the i-call itself, no request made), and a blocking call while i-calls
  * are in flight. Prints "N passed, M failed".
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
@@ -195,13 +199,13 @@ static void check(tally_t *T, job_t *j, int rc, const char *how) {
   j->in = j->out = NULL;
 }
 
-/* Round k: K calls in flight, waited for in one of four ways. */
+/* Round k: K calls in flight, waited for in one of five ways. */
 static void round_of(tally_t *T, int k) {
   static const size_t counts[] = {0, 1, 7, 1000, 65537, 3};
   enum { K = 6 };
-  static const char *const ways[] = {"in order", "in reverse", "wait_all", "test"};
+  static const char *const ways[] = {"in order", "in reverse", "wait_all", "test", "wait_for"};
   job_t jobs[K];
-  int way = k % 4;
+  int way = k % 5;
   for (int i = 0; i < K; i++) {
     jobs[i] = (job_t){.coll = (k * K + i) % NCOLL,
                       .count = counts[(k + i) % 6],
@@ -231,8 +235,12 @@ static void round_of(tally_t *T, int k) {
     for (int i = 0; i < K; i++) {
       int done = !jobs[i].req;
       rcs[i] = BATON_OK;
-      while (!done && (rcs[i] = baton_test(jobs[i].req, &done)) == BATON_OK && !done)
-        usleep(50);
+      while (!done &&
+             (rcs[i] = way == 3 ? baton_test(jobs[i].req, &done)
+                                : baton_wait_for(jobs[i].req, 1e-4, &done)) == BATON_OK &&
+             !done)
+        if (way == 3)
+          usleep(50);
     }
   }
   for (int i = 0; i < K; i++)
@@ -265,6 +273,59 @@ static void many(tally_t *T) {
     tally_say(T, "70 allreduces in flight: %zu wrong", bad);
 }
 
+static double now(void);
+
+/* One request that rank 0 waits for with baton_wait_for while the others
+ * hold back 300 ms: not done after 50 ms (BATON_OK, back within 50-250
+ * ms, the request still valid), then done with the right value. */
+static void wait_for_one(tally_t *T, const char *what, baton_request_t *req, const int32_t *got,
+                         int32_t want) {
+  int done = 0, rc = BATON_OK, ok = 1; /* a check is every rank's: the others have none here */
+  double took = 0;
+  if (T->rank == 0 && T->size > 1) {
+    double t0 = now();
+    rc = baton_wait_for(req, 0.05, &done);
+    took = now() - t0;
+    ok = rc == BATON_OK && !done && took >= 0.05 && took < 0.25;
+  }
+  if (!tally_record(T, ok))
+    tally_say(T, "%s: wait_for(50 ms) with the peers 300 ms late: %s, done %d, %.3f s", what,
+              baton_err_name(rc), done, took);
+  while (!done && (rc = baton_wait_for(req, 1.0, &done)) == BATON_OK && !done)
+    ;
+  if (!tally_record(T, rc == BATON_OK && done && *got == want))
+    tally_say(T, "%s: wait_for to the end: %s, done %d, got %d, want %d", what, baton_err_name(rc),
+              done, *got, want);
+}
+
+/* The receive's check is ranks 0's and 1's; the others record theirs as
+ * passed, so every rank has the same checks. */
+static void wait_for_deadline(tally_t *T) {
+  int n = T->size;
+  int32_t x = T->rank + 1, sum = -1, msg = -1, sent = 4242;
+  baton_request_t *req = NULL;
+  if (!tally_rc(T, baton_barrier(T->comm), "barrier before wait_for"))
+    return;
+  if (T->rank != 0)
+    usleep(300000);
+  if (tally_rc(T, baton_iallreduce(&x, &sum, 1, BATON_INT32, BATON_SUM, T->comm, &req),
+               "iallreduce for wait_for"))
+    wait_for_one(T, "iallreduce", req, &sum, n * (n + 1) / 2);
+  if (n < 2 || !tally_rc(T, baton_barrier(T->comm), "barrier before wait_for's receive"))
+    return;
+  if (T->rank == 0 &&
+      tally_rc(T, baton_irecv(&msg, 1, BATON_INT32, 1, 7, T->comm, &req), "irecv for wait_for")) {
+    wait_for_one(T, "irecv", req, &msg, sent);
+    return;
+  }
+  if (T->rank == 1) {
+    usleep(300000);
+    tally_rc(T, baton_send(&sent, 1, BATON_INT32, 0, 7, T->comm), "send for wait_for");
+  }
+  tally_record(T, 1); /* wait_for_one's two */
+  tally_record(T, 1);
+}
+
 static void bad_args(tally_t *T) {
   baton_request_t *req = (baton_request_t *)&req; /* must come back NULL */
   int32_t x = 0;
@@ -278,8 +339,18 @@ static void bad_args(tally_t *T) {
   rc = baton_iallreduce(&x, &x, 1, BATON_INT32, BATON_SUM, T->comm, NULL);
   if (!tally_record(T, rc == BATON_EINVAL))
     tally_say(T, "iallreduce with req NULL: %s", baton_err_name(rc));
-  if (!tally_record(T, baton_wait(NULL) == BATON_EINVAL && baton_test(NULL, &rc) == BATON_EINVAL))
-    tally_say(T, "baton_wait/test(NULL) is not BATON_EINVAL");
+  if (!tally_record(T, baton_wait(NULL) == BATON_EINVAL && baton_test(NULL, &rc) == BATON_EINVAL &&
+                           baton_wait_for(NULL, 1, &rc) == BATON_EINVAL))
+    tally_say(T, "baton_wait/test/wait_for(NULL) is not BATON_EINVAL");
+  if (tally_rc(T, baton_iallreduce(&x, &x, 1, BATON_INT32, BATON_SUM, T->comm, &req),
+               "iallreduce for wait_for's bad arguments")) {
+    int done = 0;
+    if (!tally_record(T, baton_wait_for(req, -1, &done) == BATON_EINVAL &&
+                             baton_wait_for(req, NAN, &done) == BATON_EINVAL &&
+                             baton_wait_for(req, 1, NULL) == BATON_EINVAL))
+      tally_say(T, "baton_wait_for with a timeout of -1 or NaN, or done NULL, is not BATON_EINVAL");
+    tally_rc(T, baton_wait(req), "wait after wait_for's bad arguments");
+  }
 }
 
 /* Rank 0 destroys its communicator with a request in flight that rank 1
@@ -403,6 +474,8 @@ int main(int argc, char **argv) {
     round_of(&T, k);
   if (!T.broken)
     many(&T);
+  if (!T.broken)
+    wait_for_deadline(&T);
   if (!T.broken)
     bad_args(&T);
   return tally_finish(&T);

@@ -277,6 +277,30 @@ def test_async(counts):
     r = comm.allreduce(np.ones(3, np.float32), async_op=True)
     check("request repr", "allreduce" in repr(r))
     check("async twice waited", (r.wait() == comm.size).all() and (r.wait() == comm.size).all())
+    # wait(timeout): rank 0 gives up after 50 ms on a call the others join
+    # 300 ms late, then waits it out.
+    comm.barrier()
+    if comm.rank:
+        time.sleep(0.3)
+    r = comm.allreduce(np.ones(2, np.int32), async_op=True)
+    timed_out, took = False, 0.0
+    if comm.rank == 0 and comm.size > 1:
+        t0 = time.monotonic()
+        try:
+            r.wait(timeout=0.05)
+        except TimeoutError:
+            timed_out = True
+        took = time.monotonic() - t0
+    check("async wait(timeout) times out", comm.rank or comm.size == 1 or
+          (timed_out and 0.05 <= took < 0.25), "timed out %s after %.3f s" % (timed_out, took))
+    check("async wait(timeout) then to the end", (r.wait(timeout=5) == comm.size).all())
+    b = comm.barrier(async_op=True)
+    try:
+        b.wait(timeout=-1)
+        check("async wait(timeout=-1) refused", False)
+    except ValueError:
+        check("async wait(timeout=-1) refused", True)
+    check("async wait after a refused timeout", b.wait() is None)
 
 
 def test_errors():

@@ -828,6 +828,42 @@ def errors_between_ranks():
             T.check("time" in str(e).lower(), "the group's timeout: the error says so", str(e))
 
 
+def wait_deadline():
+    """work.wait(timeout): rank 0 waits 50 ms for an all_reduce and a
+    receive that its peers join 300 ms late. The wait must raise, saying
+    it timed out, after 50 ms and well before the peers come, and the same
+    work must then complete with the right result."""
+    if BACKEND != "baton" or W == 1:
+        return
+    for what in ("all_reduce", "recv"):
+        dist.barrier()
+        if RANK != 0:
+            time.sleep(0.3)
+        t = torch.ones(4)
+        if what == "all_reduce":
+            w = dist.all_reduce(t, async_op=True)
+        elif RANK == 0:
+            w = dist.irecv(t, 1, tag=11)
+        else:
+            w = dist.isend(torch.full((4,), 7.0), 0, tag=11) if RANK == 1 else None
+        want = float(W) if what == "all_reduce" else 7.0
+        if RANK == 0:
+            start = time.monotonic()
+            try:
+                w.wait(datetime.timedelta(milliseconds=50))
+                T.check(False, "%s: wait(50 ms) with the peers 300 ms late" % what, "no error")
+            except RuntimeError as e:
+                took = time.monotonic() - start
+                T.check(0.05 <= took < 0.25 and "timed out" in str(e),
+                        "%s: wait(50 ms) with the peers 300 ms late raises after 50 ms" % what,
+                        "%.3f s: %s" % (took, e))
+        if w is not None:
+            w.wait()
+        if RANK == 0 or what == "all_reduce":
+            T.check(bool((t == want).all()), "%s: the work completes after its wait timed out"
+                    % what, str(t))
+
+
 # ------------------------------------------------------------------ main
 
 
@@ -838,7 +874,8 @@ def main():
                 dist.get_backend())
         T.check(dist.distributed_c10d._get_default_group().name() == "baton",
                 "the process group's getBackendName()")
-    for part in (reductions, moves, groups, in_flight, dropped, refusals, errors_between_ranks):
+    for part in (reductions, moves, groups, in_flight, dropped, refusals, wait_deadline,
+                 errors_between_ranks):
         t0 = time.monotonic()
         part()
         if RANK == 0:

@@ -162,8 +162,10 @@ def _check_overlap(a, out, in_place_offset, call):
 class Request:
     """A collective in flight (async_op=True): wait() blocks until it
     completes and returns what the blocking call would have (raising
-    BatonError if it failed); is_completed() asks without blocking. Calls on
-    one communicator complete in the order they were issued."""
+    BatonError if it failed); wait(timeout=S) raises TimeoutError when S
+    seconds pass first, with the call still in flight (wait again);
+    is_completed() asks without blocking. Calls on one communicator
+    complete in the order they were issued."""
 
     def __init__(self, comm, name, handle, result, keep):
         self._comm, self._name, self._h = comm, name, handle
@@ -173,7 +175,17 @@ class Request:
         return "<baton.Request %s, %s>" % (self._name,
                                           "pending" if self._rc is None else "completed")
 
-    def wait(self):
+    def wait(self, timeout=None):
+        if self._rc is None and timeout is not None:
+            if not timeout >= 0:
+                raise ValueError("%s: wait(timeout=%r): seconds, 0 or more" % (self._name, timeout))
+            done = ctypes.c_int(0)
+            rc = _lib.lib.baton_wait_for(self._h, float(timeout), ctypes.byref(done))
+            if not done.value:
+                self._comm._check(self._name, rc)
+                raise TimeoutError("%s: not complete after %g s; the call is still in flight "
+                                   "(wait again)" % (self._name, timeout))
+            self._rc, self._keep = rc, None
         if self._rc is None:
             self._rc = _lib.lib.baton_wait(self._h)
             self._keep = None

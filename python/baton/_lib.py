@@ -71,6 +71,7 @@ _PROTOTYPES = {
     "baton_irecv": (_i, [_p, _sz, _i, _i, _i, _p, ctypes.POINTER(_p)]),
     "baton_wait": (_i, [_p]),
     "baton_test": (_i, [_p, ctypes.POINTER(_i)]),
+    "baton_wait_for": (_i, [_p, ctypes.c_double, ctypes.POINTER(_i)]),
     "baton_mem_alloc": (_i, [_p, _sz, ctypes.POINTER(_p)]),
     "baton_mem_free": (_i, [_p, _p]),
 }

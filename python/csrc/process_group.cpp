@@ -355,15 +355,11 @@ WorkBaton::WorkBaton(ProcessGroupBaton *pg, int rank, OpType type, const char *n
  * is destroyed holds no request (its issue failed, or it is done). */
 WorkBaton::~WorkBaton() = default;
 
-/* Between two looks at a request that is not done: yield the core at
- * first, then sleep a little, then a little longer. */
-static void pause(unsigned looks) {
-  if (looks < 64)
-    std::this_thread::yield();
-  else
-    std::this_thread::sleep_for(std::chrono::microseconds(looks < 256 ? 20 : 200));
-}
-
+/* To its end, or until the deadline: baton_wait_for sleeps until the call
+ * completes, so a wait that must end by a deadline (the group's timeout,
+ * or wait()'s) wakes when the call does. A loop of baton_test and sleeps
+ * woke up to a sleep late: 290-364 against 224 us for an alltoall of
+ * 2 MiB at N=2 (docs/performance.md, "Issue 19"). */
 bool WorkBaton::drive(bool block, const Clock::time_point *deadline) {
   if (!req)
     return true;
@@ -372,17 +368,17 @@ bool WorkBaton::drive(bool block, const Clock::time_point *deadline) {
     req = nullptr;
     return true;
   }
-  for (unsigned looks = 0;; looks++) {
-    int done = 0, rc = baton_test(req, &done);
-    if (done) {
-      status_ = rc;
-      req = nullptr;
-      return true;
-    }
-    if (!block || Clock::now() >= *deadline)
-      return false;
-    pause(looks);
+  double left = 0;
+  if (block) {
+    auto now = Clock::now();
+    left = *deadline > now ? std::chrono::duration<double>(*deadline - now).count() : 0;
   }
+  int done = 0, rc = block ? baton_wait_for(req, left, &done) : baton_test(req, &done);
+  if (!done)
+    return false;
+  status_ = rc;
+  req = nullptr;
+  return true;
 }
 
 static void completeFuture(const c10::intrusive_ptr<c10::ivalue::Future> &future,

@@ -65,8 +65,8 @@ public:
   bool isCompleted() override;
   /* Done and without an error. */
   bool isSuccess() const override;
-  /* Waits for the request (baton_wait; with a timeout, baton_test until it
-   * passes), copies the result out where the call staged it, and throws
+  /* Waits for the request (baton_wait; with a timeout, baton_wait_for
+   * until it passes), copies the result out where the call staged it, and throws
    * the call's error, which names baton_comm_last_error(). timeout 0: the
    * call's own (the options'), else none but the group's, which baton
    * itself enforces. */
