@@ -45,7 +45,10 @@ baton__conn_t *baton__conn_from(baton_comm_t *comm, int peer) {
 }
 
 /* Ranks share memory when they run under one kernel (boot id) in one
- * network namespace, unless BATON_HOSTID says otherwise. */
+ * network namespace and one PID namespace, unless BATON_HOSTID says
+ * otherwise: shared memory finds a lost peer by its pid (and reads a peer
+ * by CMA through it), which names nobody, or another process, from
+ * another PID namespace. */
 static void host_identity(const baton__params_t *p, char *buf, size_t len) {
   char host[64] = "?", boot[40] = "?";
   gethostname(host, sizeof host - 1);
@@ -62,8 +65,9 @@ static void host_identity(const baton__params_t *p, char *buf, size_t len) {
   }
   struct stat st;
   unsigned long netns = stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
+  unsigned long pidns = stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
   /* The part after the newline is what people see. */
-  snprintf(buf, len, "boot=%s netns=%lu\n%s", boot, netns, host);
+  snprintf(buf, len, "boot=%s netns=%lu pidns=%lu\n%s", boot, netns, pidns, host);
 }
 
 /* Publishes this rank's identity and reads everyone's: group[r] is the
@@ -326,8 +330,10 @@ static int connect_ring(baton_comm_t *c, const char *rendezvous, char *err, size
     baton__shm_t *shm = NULL;
     rc = baton__shm_setup(c->store, key, c->rank, local, nlocal, next, prev, &c->params, &shm, err,
                           errlen);
-    if (rc == 0)
+    if (rc == 0) {
       c->host_net = net_add(c, &baton__shm_fabric, shm);
+      c->cma = baton__shm_cma(shm);
+    }
   }
   free(local);
   if (rc)

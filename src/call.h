@@ -88,12 +88,15 @@ struct baton_request {
   uint32_t rendezvous; /* its number among the host's rendezvous; 0: none */
   uint32_t mem_gen;    /* the communicator's mem_gen when it was chosen */
   /* The direct algorithm (exec_direct.c), per rank: where its INPUT and
-   * output are mapped here, and its layout's offsets, [rank * N + chunk];
-   * made at the first direct call. */
+   * output are mapped here (by CMA: where they lie in that rank, and its
+   * pid), and its layout's offsets, [rank * N + chunk]; made at the first
+   * direct call. */
   char **peer_in, **peer_out;
   size_t *peer_in_off, *peer_out_off;
-  int status; /* BATON_OK, or how it failed */
-  int state;  /* BATON__CALL_*: under the engine's lock once there is one */
+  int32_t *peer_pid;
+  int direct_cma; /* this direct call copies through the kernel (BATON_CMA) */
+  int status;     /* BATON_OK, or how it failed */
+  int state;      /* BATON__CALL_*: under the engine's lock once there is one */
   /* Per peer, the index of the last step that sends to it and of the last
    * that receives from it (-1: none), and of the last mailbox step: what a
    * later call in flight waits for before it uses the same channel

@@ -26,6 +26,7 @@ struct baton_comm {
   int *group;                 /* per rank: lowest rank sharing its memory */
   int *node;                  /* per rank: its NUMA node on its host, or BATON__NO_NODE (numa.c) */
   int one_host;               /* every rank shares this rank's memory */
+  int cma;                    /* this rank reads its host's peers through the kernel (shm.h) */
   baton__net_t net[2];        /* the transports in use, reached only through their tables */
   int nnet;                   /* 0 for a single rank */
   baton__net_t *host_net;     /* the one with a rendezvous (shared memory), or NULL */

@@ -6,10 +6,16 @@
  * an allocation's number and an offset (mem.c), and meets them at the
  * host's rendezvous. If every rank's buffers are registered, each maps
  * every peer's INPUT and output from what they showed, checked against the
- * memory that peer registered; if some rank's are not, every rank saw the
- * same messages, so all of them meet once more (nobody reuses the
- * mailboxes before all have read them) and run the staged algorithm the
- * selection picks without registered memory (baton__call_restage).
+ * memory that peer registered. If some rank's are not, every rank saw the
+ * same messages, so all of them decide alike: an allgather or alltoall
+ * (baton__algo_by_cma) where every rank found at set-up that it
+ * reaches the others through the kernel (BATON_CMA, shm.h) copies by
+ * process_vm_readv and process_vm_writev between the buffers where they
+ * lie in each process, each copy one system call of the whole chunk (its
+ * steps read or write this rank's own output or input, so one end of
+ * every copy is here); any other call meets once more (nobody reuses the
+ * mailboxes before all have read them) and runs the staged algorithm the
+ * selection picks without direct (baton__call_restage).
  *
  * A round works on one piece of each chunk (baton__direct_piece): a
  * reduction combines the inputs' pieces into scratch that stays in the
@@ -21,7 +27,9 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "exec.h"
@@ -31,8 +39,11 @@
 typedef struct {
   uint32_t ok;            /* every buffer the call needs of it is registered */
   uint32_t in_id, out_id; /* their allocations (0: the call needs none) */
-  uint32_t pad;
+  uint32_t cma;           /* it reads every peer through the kernel (shm.h) */
   uint64_t in_off, out_off;
+  uint64_t in_addr, out_addr; /* where INPUT and output lie in its process */
+  int32_t pid;
+  uint32_t pad;
 } shown_t;
 _Static_assert(sizeof(shown_t) <= BATON__SHOW_BYTES, "a mailbox holds what a rank shows");
 
@@ -72,13 +83,15 @@ static size_t extent(const baton__layout_t *l, int n, size_t es, int input) {
 static int tables(baton__call_t *c, baton__layout_t *l) {
   size_t n = (size_t)c->comm->size;
   if (!c->peer_in) {
-    char *m = calloc(1, 2 * n * sizeof(char *) + (2 * n * n + 6 * n) * sizeof(size_t));
+    char *m = calloc(1, 2 * n * sizeof(char *) + (2 * n * n + 6 * n) * sizeof(size_t) +
+                            n * sizeof(int32_t));
     if (!m)
       return -1;
     c->peer_in = (char **)m;
     c->peer_out = c->peer_in + n;
     c->peer_in_off = (size_t *)(c->peer_out + n);
     c->peer_out_off = c->peer_in_off + n * n;
+    c->peer_pid = (int32_t *)(c->peer_out_off + n * n + 6 * n);
   }
   size_t *t = c->peer_out_off + n * n;
   *l = (baton__layout_t){t, t + n, t + 2 * n, t + 3 * n, t + 4 * n, t + 5 * n};
@@ -107,6 +120,12 @@ static int map_rank(baton__call_t *c, const baton__step_t *st, int q, baton__lay
     return 0;
   }
   const shown_t *s = shown(c, q);
+  if (c->direct_cma) { /* addresses in q's process, for the kernel's copies */
+    c->peer_in[q] = (char *)(uintptr_t)s->in_addr;
+    c->peer_out[q] = (char *)(uintptr_t)s->out_addr;
+    c->peer_pid[q] = s->pid;
+    return 0;
+  }
   size_t need[2] = {extent(l, n, c->elsize, 1), extent(l, n, c->elsize, 0)};
   uint32_t id[2] = {s->in_id, s->out_id};
   uint64_t off[2] = {s->in_off, s->out_off};
@@ -154,14 +173,29 @@ int baton__direct_arrive(baton__call_t *c, const baton__step_t *st) {
   uint32_t in_id = 0, out_id = 0;
   int ok = (!in_bytes || baton__mem_find(comm, c->in, in_bytes, &in_id, &in_off)) &&
            (!out_bytes || baton__mem_find(comm, c->out, out_bytes, &out_id, &out_off));
-  *mine = (shown_t){
-      .ok = (uint32_t)ok, .in_id = in_id, .out_id = out_id, .in_off = in_off, .out_off = out_off};
+  *mine = (shown_t){.ok = (uint32_t)ok,
+                    .in_id = in_id,
+                    .out_id = out_id,
+                    .cma = (uint32_t)comm->cma,
+                    .in_off = in_off,
+                    .out_off = out_off,
+                    .in_addr = (uint64_t)(uintptr_t)c->in,
+                    .out_addr = (uint64_t)(uintptr_t)c->out,
+                    .pid = (int32_t)getpid()};
   int rc = meet(c, st, c->rendezvous);
-  for (int q = 0; q < n && !rc && ok; q++)
-    ok = shown(c, q)->ok == 1;
+  int cma = comm->params.cma && baton__algo_by_cma(c->args.coll);
+  for (int q = 0; q < n && !rc; q++) {
+    ok = ok && shown(c, q)->ok == 1;
+    cma = cma && shown(c, q)->cma == 1;
+  }
   if (rc)
     return rc;
-  if (!ok) {
+  /* Registered everywhere: mapped. Else by the kernel where every rank
+   * can, one round of whole chunks; else staged. */
+  c->direct_cma = !ok && cma;
+  c->x.seg = c->x.piece =
+      c->direct_cma ? (c->x.maxlen ? c->x.maxlen : 1) : baton__direct_piece(comm, c->elsize);
+  if (!ok && !cma) {
     /* All saw it: all take the staged path, once all have read what was
      * shown. The second rendezvous says so; a staged flat takes it as its
      * own (its mailboxes are the other set). */
@@ -169,8 +203,9 @@ int baton__direct_arrive(baton__call_t *c, const baton__step_t *st) {
         baton__select_staged(comm, c->args.coll, c->args.count, c->elsize);
     if (!(staged->traits & BATON__ALGO_MAILBOX) && (rc = meet(c, st, c->rendezvous + 1)) != 0)
       return rc;
-    baton__log_info(COLL, "%s #%llu: not every rank's buffers are registered: staged, %s",
-                    c->args.name, (unsigned long long)c->seq, staged->name);
+    baton__log_info(COLL, "%s #%llu: not every rank's buffers are registered%s: staged, %s",
+                    c->args.name, (unsigned long long)c->seq,
+                    baton__algo_by_cma(c->args.coll) ? " nor reached by CMA" : "", staged->name);
     rc = baton__call_restage(c, staged);
     return rc ? rc : BATON__DIRECT_RESTAGED;
   }
@@ -230,6 +265,67 @@ static void put(const baton__call_t *c, int to, int ch, size_t off, const char *
     else
       baton__copy_out(c, dst, src, k * c->elsize);
   }
+}
+
+/* One copy by the kernel between this process and rank q's: from q's
+ * memory at `there` into `here` (readv), or the other way. The kernel
+ * copies in pieces; a short count is a peer whose buffer is not as large
+ * as the call says, or gone. */
+static int cma_copy(baton__call_t *c, const baton__step_t *st, int q, int readv, char *here,
+                    char *there, size_t bytes) {
+  while (bytes) {
+    struct iovec l = {here, bytes}, r = {there, bytes};
+    ssize_t n = readv ? process_vm_readv((pid_t)c->peer_pid[q], &l, 1, &r, 1, 0)
+                      : process_vm_writev((pid_t)c->peer_pid[q], &l, 1, &r, 1, 0);
+    if (n <= 0) {
+      /* ESRCH: the peer is gone; EFAULT: its buffer is not where, or as
+       * large as, it showed. */
+      int e = n < 0 ? errno : EFAULT;
+      char why[192];
+      snprintf(why, sizeof why, "%s %zu bytes %s rank %d (pid %d) by the kernel: %s",
+               readv ? "reading" : "writing", bytes, readv ? "of" : "into", q, (int)c->peer_pid[q],
+               n < 0 ? strerror(e) : "nothing moved");
+      return baton__step_fail(c, st,
+                              e == ESRCH    ? BATON_EREMOTE
+                              : e == EFAULT ? BATON_EPROTO
+                                            : BATON_ESYS,
+                              why);
+    }
+    here += n, there += n, bytes -= (size_t)n;
+  }
+  return 0;
+}
+
+/* direct-copy by CMA: the step reads into this rank's output (alltoall)
+ * or writes this rank's input into the others' (allgather); a copy
+ * between two other ranks is not one of direct's. */
+static int cma_put(baton__call_t *c, const baton__step_t *st, int ch, int from, int src_ch) {
+  int me = c->comm->rank, first, last;
+  size_t off, bytes = piece_at(c, st, ch, &off) * c->elsize;
+  if (!bytes)
+    return 0;
+  char *src = in_of(c, from, src_ch, off);
+  outputs_of(c, st->send_peer, &first, &last);
+  for (int q = first; q < last; q++) {
+    char *dst = out_of(c, q, ch, off);
+    int rc = 0;
+    if (q == me && from == me) {
+      if (dst != src)
+        memcpy(dst, src, bytes);
+    } else if (q == me) {
+      rc = cma_copy(c, st, from, 1, dst, src, bytes);
+    } else if (from == me) {
+      rc = cma_copy(c, st, q, 0, src, dst, bytes);
+    } else {
+      char why[96];
+      snprintf(why, sizeof why, "a copy from rank %d to rank %d, neither of them this one", from,
+               q);
+      rc = baton__step_fail(c, st, BATON_EINTERNAL, why);
+    }
+    if (rc)
+      return rc;
+  }
+  return 0;
 }
 
 /* Whether every output a reduction of chunk ch writes is the input it has
@@ -304,6 +400,12 @@ int baton__direct_copy(baton__call_t *c, const baton__step_t *st) {
   int alltoall = c->args.coll == BATON__COLL_ALLTOALL;
   for (int i = 0; i < st->n; i++) {
     int ch = chunk_at(c, st->chunk, i);
+    if (c->direct_cma) {
+      int rc = cma_put(c, st, ch, st->recv_peer, alltoall ? st->send_peer : ch);
+      if (rc)
+        return rc;
+      continue;
+    }
     size_t off, k = piece_at(c, st, ch, &off);
     if (k)
       put(c, st->send_peer, ch, off, in_of(c, st->recv_peer, alltoall ? st->send_peer : ch, off), k,

@@ -55,11 +55,14 @@ void baton__tune_path(const char *knob, char *path, size_t len);
 
 /* Everything a decision depends on, the same on every rank. */
 typedef struct {
-  int size;                      /* N */
-  int tcp;                       /* some link of the communicator is TCP: it sets the pace */
-  int tcp_inside;                /* BATON_TRANSPORT=tcp with several ranks on a host */
-  int flat_fits;                 /* baton__flat_fits for this call */
-  int registered;                /* one host, and the communicator has registered memory */
+  int size;       /* N */
+  int tcp;        /* some link of the communicator is TCP: it sets the pace */
+  int tcp_inside; /* BATON_TRANSPORT=tcp with several ranks on a host */
+  int flat_fits;  /* baton__flat_fits for this call */
+  int registered; /* direct may serve: one host, and registered memory, or an allgather or
+                     alltoall with BATON_CMA (baton__algo_by_cma) */
+  int cma;        /* and it would copy by the kernel: the communicator has no registered memory */
+  double cache_bytes;            /* a core's L2 cache (rank 0's) */
   size_t scratch_bytes;          /* BATON_SCRATCH_BYTES */
   baton__cost_t ring;            /* what the ring (and its chain) pays; segment: a slot */
   baton__cost_t flat;            /* what flat pays: the ring's link, beta grown by the ranks per

@@ -558,6 +558,17 @@ for n in 2 3 4; do
   run "test_coll -n $n --quick --registered some BATON_ALGO=direct" 1 env BATON_ALGO=direct \
     "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick --registered some
 done
+# Buffers not registered at all: allgather(v) and alltoall copy by the
+# kernel (BATON_CMA), every count and dtype; test_cma.sh: the set-up's
+# probe as the log says it, a rank in a PID namespace of its own,
+# BATON_CMA=0.
+for n in 2 3; do
+  run "test_coll -n $n BATON_ALGO=direct (CMA)" 1 env BATON_ALGO=direct "$BUILD/bin/baton-run" \
+    -n "$n" "$BUILD/tests/test_coll"
+done
+run "test_coll -n 4 --quick BATON_ALGO=direct (CMA)" 1 env BATON_ALGO=direct \
+  "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll" --quick
+run "test_cma.sh" 1 env BUILD="$BUILD" bash tests/test_cma.sh
 run "test_coll -n 4 --registered all" 1 "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll" \
   --registered all
 run "test_coll -n 4 --quick --registered all 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \

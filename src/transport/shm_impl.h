@@ -46,7 +46,11 @@ typedef struct {
  * 8 bytes between two cores here). */
 typedef struct {
   _Atomic int32_t pid;
-  char pad0[CACHELINE - 4];
+  uint32_t pad_pid;
+  /* Where this rank keeps a word of its own memory, and its value: the
+   * peers read it through the kernel at set-up (baton__shm_cma). */
+  uint64_t probe_addr, probe_value;
+  char pad0[CACHELINE - 24];
   _Atomic uint32_t ver;
   baton__sig_t call;
   char pad1[CACHELINE - 8 - sizeof(baton__sig_t)];
@@ -96,6 +100,8 @@ struct baton__shm {
   double spin_s;      /* 0 when oversubscribed */
   double yield_s;     /* BATON_YIELD_US: how long an oversubscribed waiter yields */
   int oversubscribed; /* more ranks than cores */
+  uint64_t probe;     /* the word the peers read to learn that CMA reaches this rank */
+  int cma;            /* this rank reads every peer's memory by process_vm_readv */
   const baton__watch_t *watch;
   char why[384]; /* the watch's reason */
   int watched;   /* the last failed wait was ended by the watch */

@@ -23,6 +23,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "shm_impl.h"
 
@@ -270,6 +273,40 @@ static void free_pairs(baton__shm_t *s) {
   free(s->pair_recv);
 }
 
+/* A value no other process holds at that address by chance: a rank
+ * whose pid names another process (another PID namespace) reads
+ * something else there, or nothing. */
+static uint64_t probe_value(const baton__shm_t *s) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t x = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
+               (uint64_t)(uintptr_t)s;
+  x ^= x >> 33, x *= 0xff51afd7ed558ccdull, x ^= x >> 33; /* a mix, so no field stands out */
+  return x | 1;
+}
+
+/* After the set-up rendezvous: every peer's probe word read through the
+ * kernel. 1 when all came back right; else 0, and why. */
+static int probe_peers(const baton__shm_t *s, char *why, size_t whylen) {
+  for (int i = 0; i < s->size; i++) {
+    if (i == s->rank)
+      continue;
+    const rank_slot_t *peer = &s->hdr->ranks[i];
+    uint64_t got = 0;
+    struct iovec here = {&got, sizeof got};
+    struct iovec there = {(void *)(uintptr_t)peer->probe_addr, sizeof got};
+    ssize_t n = process_vm_readv((pid_t)atomic_load(&peer->pid), &here, 1, &there, 1, 0);
+    if (n != (ssize_t)sizeof got || got != peer->probe_value) {
+      snprintf(why, whylen, "no (rank %d, pid %d: %s)", s->local[i], (int)atomic_load(&peer->pid),
+               n < 0 ? strerror(errno) : "another process's memory");
+      return 0;
+    }
+  }
+  return 1;
+}
+
+int baton__shm_cma(const baton__shm_t *s) { return s->cma; }
+
 int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *local, int size,
                      int next, int prev, const baton__params_t *p, baton__shm_t **out, char *err,
                      size_t errlen) {
@@ -326,12 +363,17 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
   if (rc != 0)
     goto fail_unmap;
   atomic_store(&s->hdr->ranks[s->rank].pid, (int32_t)getpid());
+  s->probe = probe_value(s);
+  s->hdr->ranks[s->rank].probe_addr = (uint64_t)(uintptr_t)&s->probe;
+  s->hdr->ranks[s->rank].probe_value = s->probe;
   /* Every rank has mapped the file once it has arrived here, so rank 0 can
    * unlink it: from then on it disappears with the last process. */
   if ((rc = baton__shm_arrive(s, 1, NULL, p->timeout_s, err, errlen)) != 0)
     goto fail_unmap;
   if (s->rank == 0)
     shm_unlink(name);
+  char cma_why[160] = "off (BATON_CMA=0)";
+  s->cma = p->cma && probe_peers(s, cma_why, sizeof cma_why);
   baton__shm_bind_conns(s, next, prev, p);
   char wait[96];
   if (s->oversubscribed)
@@ -339,8 +381,11 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
              s->yield_s * 1e6);
   else
     snprintf(wait, sizeof wait, "spin %.0f us", s->spin_s * 1e6);
-  baton__log_info(SHM, "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes; %s", name,
-                  s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes, wait);
+  baton__log_info(SHM,
+                  "shared memory %s: %zu bytes, %d channels of %u slots x %zu bytes; %s; the "
+                  "peers' memory by the kernel (CMA): %s",
+                  name, s->bytes, size, s->hdr->nslots, s->send_conn.slot_bytes, wait,
+                  s->cma ? "yes" : cma_why);
   *out = s;
   return 0;
 fail_unmap:
