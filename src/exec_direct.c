@@ -297,8 +297,9 @@ static int cma_copy(baton__call_t *c, const baton__step_t *st, int q, int readv,
 }
 
 /* direct-copy by CMA: the step reads into this rank's output (alltoall)
- * or writes this rank's input into the others' (allgather); a copy
- * between two other ranks is not one of direct's. */
+ * or writes this rank's input into the others' (allgather, at the
+ * displacements every rank has alike, which allgatherv's need not be: it
+ * is staged); a copy between two other ranks is not one of direct's. */
 static int cma_put(baton__call_t *c, const baton__step_t *st, int ch, int from, int src_ch) {
   int me = c->comm->rank, first, last;
   size_t off, bytes = piece_at(c, st, ch, &off) * c->elsize;

@@ -63,9 +63,9 @@ static const param_row_t rows[] = {
      "one pass (sums of 32- and 64-bit floats and integers, AVX2); 0 goes through a scratch "
      "piece"},
     {"BATON_CMA", P_INT, "1", 0, 1, F(cma),
-     "one host: 1 lets direct copy the copy collectives' buffers that are not registered "
-     "(allgather, broadcast, gather, scatter, alltoall) straight between the ranks' memory "
-     "through the kernel (process_vm_readv, one copy instead of two), where every rank can; 0 "
+     "one host: 1 lets direct copy an allgather's or alltoall's buffers that are not "
+     "registered straight between the ranks' memory through the kernel (process_vm_readv and "
+     "_writev, one copy instead of two), where every rank can, up to a core's L2 cache; 0 "
      "stages them"},
     {"BATON_TRANSPORT", P_STRING, "auto", 0, 0, F(transport),
      "auto (shared memory inside a host, TCP between hosts) or tcp (TCP everywhere)"},

@@ -558,7 +558,7 @@ for n in 2 3 4; do
   run "test_coll -n $n --quick --registered some BATON_ALGO=direct" 1 env BATON_ALGO=direct \
     "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" --quick --registered some
 done
-# Buffers not registered at all: allgather(v) and alltoall copy by the
+# Buffers not registered at all: allgather and alltoall copy by the
 # kernel (BATON_CMA), every count and dtype; test_cma.sh: the set-up's
 # probe as the log says it, a rank in a PID namespace of its own,
 # BATON_CMA=0.
