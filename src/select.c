@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -221,6 +222,15 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
    * 0.87 and 0.92 of the staged speed by the kernel. */
   if ((algo->traits & BATON__ALGO_REGISTERED) && in->cma && bytes > in->cache_bytes)
     return "by the kernel (BATON_CMA) it serves only messages that fit in a core's L2 cache";
+  /* A safety net for kernels whose copies are slow: the single copy is
+   * not offered where rank 0's copy by the kernel costs twice what a
+   * staged message pays a byte (b; measured, the staged byte runs up to
+   * 1.6x b at 128 KiB-2 MiB). The Intel Xeon: 0.069-0.082 ns/B against
+   * b = 0.09. The AMD EPYC's 5.4-7.9 GB/s above would be 0.13-0.19. */
+  if ((algo->traits & BATON__ALGO_REGISTERED) && in->cma && !(in->cma_beta > 0))
+    return "the kernel refused rank 0's copy of its own memory (process_vm_readv)";
+  if ((algo->traits & BATON__ALGO_REGISTERED) && in->cma && in->cma_beta >= 2 * in->pair.beta)
+    return "a copy by the kernel costs rank 0 over twice what a staged message pays a byte";
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
     return "it needs more scratch memory than BATON_SCRATCH_BYTES";
   if ((algo->traits & BATON__ALGO_HOST_LEADERS) && (in->hosts < 2 || in->hostmax < 2))
@@ -254,8 +264,11 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
      * core-mate may hold the core: N=4 on 2 cores, 8-32 KiB, pairwise ran
      * 1.2-1.6x faster than the two rendezvous alone predict for direct);
      * the (N-1)/N K bytes that cross between the ranks are copied once,
-     * where a staged message copies them twice (into its channel and out
-     * of it), at what the algorithms that reach any rank pay a byte. */
+     * where a staged message copies them twice: b/2 a byte. (Rank 0's
+     * measured kernel copy, 0.082 ns/B on the Intel Xeon, priced it above
+     * b/2 and lost picks that ran 1.2-2.5x faster by the kernel: N=2, 512
+     * KiB alltoall took 17 us by the kernel and 37 staged, where the pair
+     * channels' b says 24; the staged byte costs more than b here.) */
     double n = in->size;
     return 2 * in->flat.alpha + (n - 1) * in->pair.alpha + (n - 1) / n * bytes * in->pair.beta / 2;
   }
@@ -337,6 +350,7 @@ struct baton__select_state {
   baton__link_cost_t link[BATON__LINK_COUNT]; /* as rank 0 read them */
   double ranks_per_core; /* the most ranks of one host per core of rank 0's host */
   double cache_bytes;    /* rank 0's L2 cache per core: beta grows with ranks per core above it */
+  double cma_beta;       /* rank 0's copy by the kernel, s/B (0: none) */
   int hosts, hostmax;    /* hosts (groups that share memory), and the most ranks on one */
   int tcp, tcp_inside;   /* some link is TCP; ranks of one host talk over TCP */
   const char *net;       /* "shm", "tcp" or "shm+tcp", for the log */
@@ -360,10 +374,45 @@ static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_
                          .hosts = s->hosts};
 }
 
-/* The costs every rank uses: rank 0's file, rank 0's cores. */
+/* What a copy by the kernel costs here, seconds a byte: process_vm_readv
+ * of this process's own 1 MiB (the kernel pins the pages, then copies),
+ * in the cache, best of 5; memcpy's beside it for the log. Measured, not
+ * assumed: on the AMD EPYC this project began on, the kernel copied 64
+ * KiB-1 MiB pieces at 5.4-7.9 GB/s against memcpy's 14-15, and one copy
+ * by the kernel lost to the staged two there. 0 when the kernel refuses. */
+static double cma_beta(double *memcpy_beta) {
+  size_t n = 1 << 20;
+  char *a = malloc(2 * n);
+  *memcpy_beta = 0;
+  if (!a)
+    return 0;
+  char *b = a + n;
+  memset(a, 1, 2 * n);
+  double mem = HUGE_VAL, kernel = HUGE_VAL;
+  for (int i = 0; i < 5; i++) {
+    double t0 = baton__now();
+    memcpy(b, a, n);
+    double t1 = baton__now();
+    struct iovec here = {b, n}, there = {a, n};
+    ssize_t got = process_vm_readv(getpid(), &here, 1, &there, 1, 0);
+    double t2 = baton__now();
+    if (got != (ssize_t)n) {
+      free(a);
+      return 0;
+    }
+    mem = t1 - t0 < mem ? t1 - t0 : mem;
+    kernel = t2 - t1 < kernel ? t2 - t1 : kernel;
+  }
+  free(a);
+  *memcpy_beta = mem / (double)n;
+  return kernel / (double)n;
+}
+
+/* The costs every rank uses: rank 0's file, rank 0's cores, rank 0's
+ * kernel copies. */
 static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int hostmax, char *err,
                        size_t errlen) {
-  double blob[BATON__LINK_COUNT * 4 + 2];
+  double blob[BATON__LINK_COUNT * 4 + 3];
   if (comm->rank == 0) {
     char path[512], why[700];
     baton__link_defaults(s->link);
@@ -381,6 +430,12 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     blob[4 * BATON__LINK_COUNT] = cores > 0 ? (double)hostmax / (double)cores : 1;
     blob[4 * BATON__LINK_COUNT + 1] = l2 > 0 ? (double)l2 : 1 << 20; /* unknown: 1 MiB */
+    double mem = 0;
+    blob[4 * BATON__LINK_COUNT + 2] =
+        comm->params.cma && comm->one_host && comm->host_net ? cma_beta(&mem) : 0;
+    if (blob[4 * BATON__LINK_COUNT + 2] > 0)
+      baton__log_info(INIT, "a copy by the kernel (CMA): %.3g ns/B, memcpy %.3g (1 MiB in cache)",
+                      blob[4 * BATON__LINK_COUNT + 2] * 1e9, mem * 1e9);
     int rc = comm->size > 1
                  ? baton__store_set(comm->store, "select.costs", blob, sizeof blob, err, errlen)
                  : BATON_OK;
@@ -401,6 +456,7 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
   }
   s->ranks_per_core = blob[4 * BATON__LINK_COUNT];
   s->cache_bytes = blob[4 * BATON__LINK_COUNT + 1];
+  s->cma_beta = blob[4 * BATON__LINK_COUNT + 2];
   return BATON_OK;
 }
 
@@ -482,6 +538,7 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
                            .registered = registered,
                            .cma = registered && comm->mem_allocs == 0,
+                           .cma_beta = s->cma_beta,
                            .cache_bytes = s->cache_bytes,
                            .scratch_bytes = comm->params.scratch_bytes,
                            .forced = comm->forced[coll],

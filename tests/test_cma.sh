@@ -2,7 +2,8 @@
 # tests/test_cma.sh - direct by the kernel (BATON_CMA, exec_direct.c) as a
 # user meets it, with buffers that are not registered:
 #  - the set-up finds that every rank reads the others (BATON_DEBUG=INFO
-#    says "(CMA): yes"), and test_coll with BATON_ALGO=direct passes: its
+#    says "(CMA): yes", and rank 0 what a copy by the kernel costs), and
+#    test_coll with BATON_ALGO=direct passes: its
 #    allgathers and alltoalls copy by the kernel (no "staged" line names
 #    them), the other collectives hand themselves to the staged path;
 #  - a rank in a PID namespace of its own (unshare --pid, root only; else
@@ -29,7 +30,7 @@ coll() {
   shift
   while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
   [ $# -gt 0 ] && shift && wrap=("$@")
-  if env ${envs[@]+"${envs[@]}"} BATON_ALGO=direct BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=SHM,COLL \
+  if env ${envs[@]+"${envs[@]}"} BATON_ALGO=direct BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=SHM,COLL,INIT \
     timeout 300 "$RUN" -n 3 ${wrap[@]+"${wrap[@]}"} "$COLL" --quick >"$tmp/$name" 2>&1 &&
     grep -q ' 0 failed' "$tmp/$name"; then
     ok
@@ -41,6 +42,9 @@ coll() {
 staged() { grep -c "INFO COLL $2 #[0-9]*: not every rank's buffers are registered" "$tmp/$1"; }
 
 coll reach
+# Rank 0 measures what a copy by the kernel costs (select.c), once.
+n=$(grep -cE 'INIT a copy by the kernel \(CMA\): [0-9.e+-]+ ns/B' "$tmp/reach")
+if [ "$n" = 1 ]; then ok; else fail "reach: want rank 0's measured kernel copy once, got $n"; fi
 n=$(grep -c '(CMA): yes' "$tmp/reach")
 # Each rank sets up two shared-memory segments: the collectives' and the
 # point-to-point messages'.
@@ -71,6 +75,7 @@ fi
 coll off BATON_CMA=0
 n=$(grep -c '(CMA): off (BATON_CMA=0)' "$tmp/off")
 if [ "$n" = 6 ]; then ok; else fail "off: want '(CMA): off' from 3 ranks x 2 segments, got $n"; fi
+if ! grep -q 'a copy by the kernel (CMA):' "$tmp/off"; then ok; else fail "off: measured all the same"; fi
 n=$(grep -c 'alltoall: BATON_ALGO asks for direct, but it needs' "$tmp/off")
 if [ "$n" = 3 ]; then ok; else fail "off: want the alltoall's fallback said by 3 ranks, got $n"; fi
 
