@@ -37,6 +37,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +207,25 @@ double baton__algo_scratch(const baton__algo_t *algo, baton__coll_t coll, double
   return algo->scratch_colls & (1u << coll) ? bytes : 0;
 }
 
+/* Why direct by the kernel (in->cma) cannot serve a call of `bytes`, or
+ * NULL. Above the cache the staged copies run through slots that stay in
+ * it, so they too move each byte through memory once, and the kernel's
+ * copies have no streaming stores: N=2 alltoall of 32 and 128 MiB ran 0.87
+ * and 0.92 of the staged speed by the kernel. And a safety net for kernels
+ * whose copies are slow: not where rank 0's copy by the kernel costs twice
+ * what a staged message pays a byte (b; measured, the staged byte runs up
+ * to 1.6x b at 128 KiB-2 MiB). The Intel Xeon: 0.069-0.082 ns/B against b
+ * = 0.09; the AMD EPYC's 5.4-7.9 GB/s (performance.md) would be 0.13-0.19. */
+static const char *cma_cannot(const baton__select_in_t *in, double bytes) {
+  if (bytes > in->cache_bytes)
+    return "by the kernel (BATON_CMA) it serves only messages that fit in a core's L2 cache";
+  if (!(in->cma_beta > 0))
+    return "the kernel refused rank 0's copy of its own memory (process_vm_readv)";
+  if (in->cma_beta >= 2 * in->pair.beta)
+    return "a copy by the kernel costs rank 0 over twice what a staged message pays a byte";
+  return NULL;
+}
+
 /* Why `algo` cannot serve this call, or NULL. */
 static const char *cannot(const baton__select_in_t *in, const baton__algo_t *algo,
                           baton__coll_t coll, double bytes) {
@@ -216,21 +236,10 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
   if ((algo->traits & BATON__ALGO_REGISTERED) && !in->registered)
     return "it needs every rank on one host and buffers from baton_mem_alloc (or, for allgather "
            "and alltoall, BATON_CMA=1)";
-  /* Above the cache the staged copies run through slots that stay in it,
-   * so they too move each byte through memory once, and the kernel's
-   * copies have no streaming stores: N=2 alltoall of 32 and 128 MiB ran
-   * 0.87 and 0.92 of the staged speed by the kernel. */
-  if ((algo->traits & BATON__ALGO_REGISTERED) && in->cma && bytes > in->cache_bytes)
-    return "by the kernel (BATON_CMA) it serves only messages that fit in a core's L2 cache";
-  /* A safety net for kernels whose copies are slow: the single copy is
-   * not offered where rank 0's copy by the kernel costs twice what a
-   * staged message pays a byte (b; measured, the staged byte runs up to
-   * 1.6x b at 128 KiB-2 MiB). The Intel Xeon: 0.069-0.082 ns/B against
-   * b = 0.09. The AMD EPYC's 5.4-7.9 GB/s above would be 0.13-0.19. */
-  if ((algo->traits & BATON__ALGO_REGISTERED) && in->cma && !(in->cma_beta > 0))
-    return "the kernel refused rank 0's copy of its own memory (process_vm_readv)";
-  if ((algo->traits & BATON__ALGO_REGISTERED) && in->cma && in->cma_beta >= 2 * in->pair.beta)
-    return "a copy by the kernel costs rank 0 over twice what a staged message pays a byte";
+  const char *by_kernel =
+      (algo->traits & BATON__ALGO_REGISTERED) && in->cma ? cma_cannot(in, bytes) : NULL;
+  if (by_kernel)
+    return by_kernel;
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
     return "it needs more scratch memory than BATON_SCRATCH_BYTES";
   if ((algo->traits & BATON__ALGO_HOST_LEADERS) && (in->hosts < 2 || in->hostmax < 2))
@@ -380,7 +389,7 @@ static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_
  * assumed: on the AMD EPYC this project began on, the kernel copied 64
  * KiB-1 MiB pieces at 5.4-7.9 GB/s against memcpy's 14-15, and one copy
  * by the kernel lost to the staged two there. 0 when the kernel refuses. */
-static double cma_beta(double *memcpy_beta) {
+static double measure_cma_beta(double *memcpy_beta) {
   size_t n = 1 << 20;
   char *a = malloc(2 * n);
   *memcpy_beta = 0;
@@ -406,6 +415,18 @@ static double cma_beta(double *memcpy_beta) {
   free(a);
   *memcpy_beta = mem / (double)n;
   return kernel / (double)n;
+}
+
+/* Once per process, however many communicators it makes (baton_comm_split,
+ * torch's new_group): the machine does not change between them. */
+static pthread_once_t cma_once = PTHREAD_ONCE_INIT;
+static double cma_measured, memcpy_measured;
+static void measure_once(void) { cma_measured = measure_cma_beta(&memcpy_measured); }
+
+static double cma_beta(double *memcpy_beta) {
+  pthread_once(&cma_once, measure_once);
+  *memcpy_beta = memcpy_measured;
+  return cma_measured;
 }
 
 /* The costs every rank uses: rank 0's file, rank 0's cores, rank 0's
