@@ -16,14 +16,12 @@
  * whose bytes cross the ring's channel, with the ring's beta: decide()).
  * When a host runs more ranks than it has cores, every message may wait
  * for the scheduler and the copies share the cores: alpha grows by
- * `oversub` for each rank per core beyond one, gamma in proportion to the
- * ranks per core, and beta too once a message is larger than a core's L2
- * cache (rank 0's, shared like the costs): below that a rank's copies run
- * while its core-mate waits for a hand-off, and the measured per-byte
- * slopes with 2 ranks per core are those of 1 (rd at 8-128 KiB on 4 ranks,
- * 2 cores); above it the copies share the memory bus and the slopes double
- * (the ring and rhd from 2 MiB). flat's copies all run at once, with nobody
- * waiting, so its beta grows at every size. The formulas are
+ * `oversub` for each rank per core beyond one, and beta and gamma in
+ * proportion to the ranks per core; once a message is larger than a core's
+ * L2 cache (rank 0's, shared like the costs) the memory bus paces the
+ * copies, whatever the ranks per core, and each kind of channel pays its
+ * own beta there, `obeta` (N=4 on 2 cores, 32 MiB: the ring's 0.2 ns/B,
+ * rhd's 0.34; where they move the same bytes). The formulas are
  * the textbook's; baton__select_predict adds what this executor pays on
  * top (its rounds, hier's fold).
  *
@@ -56,24 +54,35 @@ const char *const baton__link_names[BATON__LINK_COUNT] = {"shm", "pair", "tcp"};
  *  - shm: 1 KiB ring allreduce on 2 ranks, 1.18 us for 2 steps: alpha
  *    0.55 us. Per byte, the ring's slope is beta + gamma/2 = 0.10 ns/B
  *    between 16 KiB and 256 KiB and 0.14 ns/B at 128 MiB: beta 0.11 ns/B.
- *    4 ranks on the 2 cores, 41.4 us for 6 steps: 6.9 us a step, so
- *    oversub 6.3 us; the slopes there are about twice N=2's (1.5-2x), as
- *    beta * ranks per core has them;
+ *    4 ranks on the 2 cores of the Intel Xeon (since a waiter that
+ *    shares its core yields instead of spinning), baton-tune -n 4 on
+ *    2026-12-06, four runs: oversub 1.0-1.25 us a message (1.05 taken),
+ *    and from a 32 MiB ring allreduce (10.4-11.5 ms in three of them)
+ *    obeta 0.19-0.20 ns/B (0.2 taken; N=3 gave 0.20 as well). Below L2
+ *    the slopes there are about twice N=2's, as beta * ranks per core
+ *    has them (ring allreduce 8 B-32 KiB: 0.23 ns/B a byte sent, against
+ *    0.22);
  *  - gamma: baton-tune's float32 sum on 64 KiB in cache, 0.014 ns/B, and
  *    flat's slopes at N=2 and N=4 (K(beta + (N-1) gamma)) give 0.0085;
  *  - pair: baton-tune on the quiet machine (2 ranks, 17:21 UTC on
  *    2026-12-02): alpha 0.62 us, beta 0.072 ns/B (4 ranks: 0.037 ns/B per
  *    rank per core); with 0.075 ns/B rd and rhd take over from the ring
- *    between 8 KiB and 1 MiB at N=4, as bench/select-check.sh measures;
+ *    between 8 KiB and 1 MiB at N=4, as bench/select-check.sh measures.
+ *    Oversubscribed (the same baton-tune runs): oversub 1.4-1.8 us (1.6
+ *    taken), and from a 32 MiB rhd allreduce (18.1-20.3 ms in three,
+ *    1.7x the ring's) obeta 0.27-0.37 ns/B (0.34 taken), so the ring keeps
+ *    the large sizes (rhd 1.4-1.6x slower at 32-128 MiB, N=4);
  *  - tcp: 8 B ring allreduce on 4 emulated hosts (scripts/cluster.sh,
  *    1 Gbit/s links), 157 us for 6 steps: alpha 26 us; 119.5 MB/s: beta
  *    8.4 ns/B. The slowest network baton is tested on; loopback TCP is
- *    faster (baton-tune measures it). */
+ *    faster (baton-tune measures it). Its oversub, 6.3 us, is the shared
+ *    memory's from before the yield (N=4 on 2 cores, AMD EPYC), and it
+ *    has no obeta: neither was measured over TCP. */
 void baton__link_defaults(baton__link_cost_t cost[BATON__LINK_COUNT]) {
-  cost[BATON__LINK_SHM] =
-      (baton__link_cost_t){.alpha = 0.55e-6, .beta = 0.11e-9, .gamma = 0.015e-9, .oversub = 6.3e-6};
-  cost[BATON__LINK_PAIR] =
-      (baton__link_cost_t){.alpha = 0.65e-6, .beta = 0.09e-9, .gamma = 0.015e-9, .oversub = 6.3e-6};
+  cost[BATON__LINK_SHM] = (baton__link_cost_t){
+      .alpha = 0.55e-6, .beta = 0.11e-9, .gamma = 0.015e-9, .oversub = 1.05e-6, .obeta = 0.2e-9};
+  cost[BATON__LINK_PAIR] = (baton__link_cost_t){
+      .alpha = 0.65e-6, .beta = 0.09e-9, .gamma = 0.015e-9, .oversub = 1.6e-6, .obeta = 0.34e-9};
   cost[BATON__LINK_TCP] =
       (baton__link_cost_t){.alpha = 26e-6, .beta = 8.4e-9, .gamma = 0.015e-9, .oversub = 6.3e-6};
 }
@@ -90,7 +99,7 @@ void baton__tune_path(const char *knob, char *path, size_t len) {
     snprintf(path, len, "%s/.cache/baton/tune", home && home[0] ? home : ".");
 }
 
-/* "shm alpha=5e-07 beta=1e-10 gamma=1e-10 oversub=6e-06": 0, or -1. */
+/* "shm alpha=5e-07 beta=1e-10 gamma=1e-10 oversub=1e-06 obeta=2e-10": 0, or -1. */
 static int parse_line(char *line, baton__link_cost_t cost[BATON__LINK_COUNT]) {
   char *save = NULL, *word = strtok_r(line, " \t\r\n", &save);
   int link = -1;
@@ -117,6 +126,8 @@ static int parse_line(char *line, baton__link_cost_t cost[BATON__LINK_COUNT]) {
       c.gamma = v;
     else if (strcmp(word, "oversub") == 0)
       c.oversub = v;
+    else if (strcmp(word, "obeta") == 0)
+      c.obeta = v;
     else
       return -1;
   }
@@ -145,7 +156,7 @@ int baton__tune_read(const char *path, baton__link_cost_t cost[BATON__LINK_COUNT
     if (parse_line(line, cost) != 0) {
       snprintf(why, whylen,
                "%s:%d: \"%.200s\" is not \"LINK key=value ...\" with LINK "
-               "shm, pair or tcp, keys alpha, beta, gamma, oversub and values in [0, 1) "
+               "shm, pair or tcp, keys alpha, beta, gamma, oversub, obeta and values in [0, 1) "
                "seconds",
                path, no, copy);
       rc = -1;
@@ -159,11 +170,12 @@ void baton__tune_print(FILE *f, const baton__link_cost_t cost[BATON__LINK_COUNT]
                        const char *comment) {
   fprintf(f,
           "# %s\n# link: alpha s/message, beta s/byte, gamma s/byte reduced, "
-          "oversub s/message per rank per core beyond one\n",
+          "oversub s/message per rank per core beyond one, obeta s/byte above L2 with more "
+          "ranks than cores (0: beta per rank per core)\n",
           comment);
   for (int l = 0; l < BATON__LINK_COUNT; l++)
-    fprintf(f, "%s alpha=%.4g beta=%.4g gamma=%.4g oversub=%.4g\n", baton__link_names[l],
-            cost[l].alpha, cost[l].beta, cost[l].gamma, cost[l].oversub);
+    fprintf(f, "%s alpha=%.4g beta=%.4g gamma=%.4g oversub=%.4g obeta=%.4g\n", baton__link_names[l],
+            cost[l].alpha, cost[l].beta, cost[l].gamma, cost[l].oversub, cost[l].obeta);
 }
 
 int baton__tune_write(const char *path, const baton__link_cost_t cost[BATON__LINK_COUNT],
@@ -371,13 +383,14 @@ struct baton__select_state {
   unsigned fallback_said;                 /* bit c: collective c's fallback was printed */
 };
 
+/* A link's costs for a message of `bytes`, with the ranks per core. */
 static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_t l, double segment,
                                double bytes) {
   const baton__link_cost_t *c = &s->link[l];
   double p = s->ranks_per_core > 1 ? s->ranks_per_core : 1;
-  double pb = bytes > s->cache_bytes ? p : 1;
+  double beta = p > 1 && bytes > s->cache_bytes && c->obeta > 0 ? c->obeta : c->beta * p;
   return (baton__cost_t){.alpha = c->alpha + c->oversub * (p - 1),
-                         .beta = c->beta * pb,
+                         .beta = beta,
                          .gamma = c->gamma * p,
                          .segment = segment,
                          .hosts = s->hosts};
@@ -433,7 +446,8 @@ static double cma_beta(double *memcpy_beta) {
  * kernel copies. */
 static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int hostmax, char *err,
                        size_t errlen) {
-  double blob[BATON__LINK_COUNT * 4 + 3];
+  double blob[BATON__LINK_COUNT * BATON__LINK_DOUBLES + 3],
+      *at = &blob[BATON__LINK_COUNT * BATON__LINK_DOUBLES];
   if (comm->rank == 0) {
     char path[512], why[700];
     baton__link_defaults(s->link);
@@ -447,16 +461,15 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
       baton__log_info(INIT, "link costs %s %s", got ? "from" : "built in; no tune file at", path);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     for (int l = 0; l < BATON__LINK_COUNT; l++)
-      memcpy(&blob[4 * l], &s->link[l], sizeof(double) * 4);
+      memcpy(&blob[BATON__LINK_DOUBLES * l], &s->link[l], sizeof s->link[l]);
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    blob[4 * BATON__LINK_COUNT] = cores > 0 ? (double)hostmax / (double)cores : 1;
-    blob[4 * BATON__LINK_COUNT + 1] = l2 > 0 ? (double)l2 : 1 << 20; /* unknown: 1 MiB */
+    at[0] = cores > 0 ? (double)hostmax / (double)cores : 1;
+    at[1] = l2 > 0 ? (double)l2 : 1 << 20; /* unknown: 1 MiB */
     double mem = 0;
-    blob[4 * BATON__LINK_COUNT + 2] =
-        comm->params.cma && comm->one_host && comm->host_net ? cma_beta(&mem) : 0;
-    if (blob[4 * BATON__LINK_COUNT + 2] > 0)
+    at[2] = comm->params.cma && comm->one_host && comm->host_net ? cma_beta(&mem) : 0;
+    if (at[2] > 0)
       baton__log_info(INIT, "a copy by the kernel (CMA): %.3g ns/B, memcpy %.3g (1 MiB in cache)",
-                      blob[4 * BATON__LINK_COUNT + 2] * 1e9, mem * 1e9);
+                      at[2] * 1e9, mem * 1e9);
     int rc = comm->size > 1
                  ? baton__store_set(comm->store, "select.costs", blob, sizeof blob, err, errlen)
                  : BATON_OK;
@@ -473,11 +486,11 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
       return BATON_EPROTO;
     }
     for (int l = 0; l < BATON__LINK_COUNT; l++)
-      memcpy(&s->link[l], &blob[4 * l], sizeof(double) * 4);
+      memcpy(&s->link[l], &blob[BATON__LINK_DOUBLES * l], sizeof s->link[l]);
   }
-  s->ranks_per_core = blob[4 * BATON__LINK_COUNT];
-  s->cache_bytes = blob[4 * BATON__LINK_COUNT + 1];
-  s->cma_beta = blob[4 * BATON__LINK_COUNT + 2];
+  s->ranks_per_core = at[0];
+  s->cache_bytes = at[1];
+  s->cma_beta = at[2];
   return BATON_OK;
 }
 
@@ -505,11 +518,12 @@ int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
   if (rc == 0 && comm->rank == 0)
     for (int l = 0; l < BATON__LINK_COUNT; l++)
       baton__log_info(INIT,
-                      "%s: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, oversub %.3g us "
-                      "(%.2f ranks per core; beta grows with them above %.0f KiB)",
+                      "%s: alpha %.3g us, beta %.3g ns/B, gamma %.3g ns/B, oversub %.3g us, "
+                      "obeta %.3g ns/B (%.2f ranks per core; beta grows with them above %.0f "
+                      "KiB)",
                       baton__link_names[l], s->link[l].alpha * 1e6, s->link[l].beta * 1e9,
-                      s->link[l].gamma * 1e9, s->link[l].oversub * 1e6, s->ranks_per_core,
-                      s->cache_bytes / 1024);
+                      s->link[l].gamma * 1e9, s->link[l].oversub * 1e6, s->link[l].obeta * 1e9,
+                      s->ranks_per_core, s->cache_bytes / 1024);
   return rc;
 }
 
@@ -565,10 +579,9 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                            .forced = comm->forced[coll],
                            .hosts = s->hosts,
                            .hostmax = s->hostmax};
-  in.ring =
-      link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes, bytes);
-  in.flat =
-      link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM, (double)comm->slot_bytes, HUGE_VAL);
+  baton__link_t ring_link = s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM;
+  in.ring = link_cost(s, ring_link, (double)comm->slot_bytes, bytes);
+  in.flat = in.ring;
   in.pair = link_cost(s, s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR,
                       (double)comm->stream_slot_bytes, bytes);
   /* Two ranks have one peer each, which every algorithm reaches over the

@@ -28,10 +28,17 @@ typedef enum {
 
 /* One link kind's costs as the tune file states them: alpha is the latency
  * per message with at most one rank per core; oversub is what each message
- * costs more per rank beyond one per core (ranks wait for the scheduler). */
+ * costs more per rank beyond one per core (ranks wait for the scheduler);
+ * obeta is beta when ranks outnumber cores and a message is larger than a
+ * core's L2 cache (0: beta times the ranks per core): then the memory bus,
+ * busy whatever the number of ranks, paces the copies, and each kind of
+ * channel pays its own there. */
 typedef struct {
-  double alpha, beta, gamma, oversub;
+  double alpha, beta, gamma, oversub, obeta;
 } baton__link_cost_t;
+
+/* The doubles of one baton__link_cost_t, as rank 0 publishes them. */
+#define BATON__LINK_DOUBLES ((int)(sizeof(baton__link_cost_t) / sizeof(double)))
 
 extern const char *const baton__link_names[BATON__LINK_COUNT];
 
@@ -66,8 +73,7 @@ typedef struct {
   double cma_beta;               /* a copy by the kernel, s/B (rank 0's; 0: the kernel refused) */
   size_t scratch_bytes;          /* BATON_SCRATCH_BYTES */
   baton__cost_t ring;            /* what the ring (and its chain) pays; segment: a slot */
-  baton__cost_t flat;            /* what flat pays: the ring's link, beta grown by the ranks per
-                                  * core at every size, since every rank copies at once */
+  baton__cost_t flat;            /* what flat (and direct) pays: the ring's link */
   baton__cost_t pair;            /* what every other algorithm pays */
   baton__cost_t local;           /* shared memory between two ranks of a host (hier's fold) */
   double ring_piece, pair_piece; /* bytes of a chunk one round moves (exec.c) */

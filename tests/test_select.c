@@ -267,13 +267,16 @@ static void test_tune_file(void) {
   baton__link_defaults(want);
   want[BATON__LINK_TCP].alpha = 12.5e-6;
   want[BATON__LINK_PAIR].beta = 0.25e-9;
+  want[BATON__LINK_SHM].obeta = 0.3e-9;
+  want[BATON__LINK_TCP].obeta = 0;
   EXPECT_EQ(baton__tune_write(path, want, "test"), 0);
   baton__link_defaults(got);
+  got[BATON__LINK_TCP].obeta = 1e-9; /* the file's 0 must replace it */
   EXPECT_EQ(baton__tune_read(path, got, why, sizeof why), 1);
   for (int l = 0; l < BATON__LINK_COUNT; l++) {
     double *w = &want[l].alpha, *g = &got[l].alpha;
-    for (int f = 0; f < 4; f++)
-      EXPECT(g[f] > w[f] * 0.999 && g[f] < w[f] * 1.001 + 1e-30, "%s field %d: %g, wrote %g",
+    for (int f = 0; f < BATON__LINK_DOUBLES; f++)
+      EXPECT(g[f] >= w[f] * 0.999 && g[f] <= w[f] * 1.001, "%s field %d: %g, wrote %g",
              baton__link_names[l], f, g[f], w[f]);
   }
   /* A line it does not know: the reason names the file and the line. */

@@ -98,7 +98,7 @@ fi
 
 # baton-tune writes the file; init reads it.
 "$RUN" -n 2 "$TUNE" -o "$tmp/tune" >"$tmp/tune.out" 2>&1 || fail "baton-tune: $(tail -3 "$tmp/tune.out")"
-if grep -Eq '^shm alpha=[0-9.e+-]+ beta=[0-9.e+-]+ gamma=[0-9.e+-]+ oversub=' "$tmp/tune" &&
+if grep -Eq '^shm alpha=[0-9.e+-]+ beta=[0-9.e+-]+ gamma=[0-9.e+-]+ oversub=[0-9.e+-]+ obeta=' "$tmp/tune" &&
   grep -q '^tcp ' "$tmp/tune"; then ok; else fail "baton-tune wrote: $(cat "$tmp/tune" 2>&1)"; fi
 BATON_TUNE_FILE=$tmp/tune BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=INIT "$RUN" -n 2 "$BENCH" -b 8 \
   -e 8 -w 1 -n 1 >"$tmp/read" 2>&1 || fail "run with the tune file failed"

@@ -5,7 +5,7 @@
  *
  *   baton-run -n 2 baton-tune                           shared memory: shm, pair
  *   BATON_TRANSPORT=tcp baton-run -n 2 baton-tune       TCP
- *   baton-run -n 4 baton-tune     (on 2 cores)          the oversubscribed latency
+ *   baton-run -n 4 baton-tune     (on 2 cores)          oversub and obeta
  *
  * alpha and beta come from the collectives themselves: allgather through
  * the ring (the shm line, or tcp) and through a non-ring algorithm (the
@@ -19,8 +19,10 @@
  * With more ranks on a host than cores (p ranks per core), the small-size
  * time measures the oversubscribed latency: it is written as `oversub`
  * (what alpha grows by per rank per core beyond one), from the alpha
- * already in the file; beta and gamma are divided by p, as the library
- * multiplies them by p there.
+ * already in the file; a 32 MiB allreduce through the ring and through
+ * rhd gives each kind of channel its `obeta`, its beta above the cache
+ * with more ranks than cores; beta stays what the run with a rank per core measured,
+ * and gamma is divided by p, as the library multiplies it by p there.
  * Lines for links not measured in this run are kept.
  */
 #include <errno.h>
@@ -82,17 +84,25 @@ static double time_allgather(const float *in, float *out, size_t count, int iter
   return t[REPS / 2];
 }
 
+/* What the selection predicts for `coll` of `bytes` through algo with
+ * these costs, as they stand after the ranks per core (link_cost). */
+static double predict(const baton__algo_t *algo, baton__coll_t coll, double bytes, double alpha,
+                      double beta, double gamma) {
+  baton__select_in_t in = {.size = size};
+  in.ring = (baton__cost_t){
+      .alpha = alpha, .beta = beta, .gamma = gamma, .segment = (double)comm->slot_bytes};
+  in.flat = in.ring;
+  in.pair = (baton__cost_t){
+      .alpha = alpha, .beta = beta, .gamma = gamma, .segment = (double)comm->stream_slot_bytes};
+  in.ring_piece = baton__select_piece(comm, 1);
+  in.pair_piece = baton__select_piece(comm, 0);
+  return baton__select_predict(&in, algo, coll, bytes);
+}
+
 /* What the selection predicts for allgather of `bytes` through algo with
  * alpha and beta set to these values (gamma 0, no oversubscription). */
 static double coefficient(const baton__algo_t *algo, double bytes, double alpha, double beta) {
-  baton__select_in_t in = {.size = size};
-  in.ring = (baton__cost_t){.alpha = alpha, .beta = beta, .segment = (double)comm->slot_bytes};
-  in.flat = in.ring;
-  in.pair =
-      (baton__cost_t){.alpha = alpha, .beta = beta, .segment = (double)comm->stream_slot_bytes};
-  in.ring_piece = baton__select_piece(comm, 1);
-  in.pair_piece = baton__select_piece(comm, 0);
-  return baton__select_predict(&in, algo, BATON__COLL_ALLGATHER, bytes);
+  return predict(algo, BATON__COLL_ALLGATHER, bytes, alpha, beta, 0);
 }
 
 /* alpha and beta of `algo` from allgather at two sizes. */
@@ -125,6 +135,44 @@ static void fit(const baton__algo_t *algo, double *alpha, double *beta, FILE *ou
             t0 * 1e6, k1, t1 * 1e6);
 }
 
+/* Oversubscribed: the beta (obeta) of `algo` from a float32 sum allreduce
+ * of 32 MiB, far above any core's L2, where the channels' copies share the
+ * memory bus. Each kind of channel pays its own there (N=4 on 2 cores,
+ * 32-128 MiB: rhd 1.4-1.7x the ring's time, where their formulas move the
+ * same bytes), so the reducing collective that decides between them
+ * measures it, with alpha and gamma as already fitted. Not per rank per
+ * core: the ring's came out 0.20 ns/B at N=3 and at N=4 on 2 cores. */
+static double fit_obeta(const baton__algo_t *algo, double alpha, double gamma, FILE *out) {
+  size_t count = (size_t)8 << 20;
+  float *in = calloc(count, sizeof *in), *res = calloc(count, sizeof *res);
+  if (!in || !res)
+    die("out of memory");
+  baton__select_force(comm, BATON__COLL_ALLREDUCE, algo);
+  double t[REPS];
+  for (int w = 0; w < 2; w++)
+    check(baton_allreduce(in, res, count, BATON_FLOAT32, BATON_SUM, comm), "allreduce");
+  for (int r = 0; r < REPS; r++) {
+    check(baton_barrier(comm), "barrier");
+    double t0 = baton__now();
+    for (int i = 0; i < 2; i++)
+      check(baton_allreduce(in, res, count, BATON_FLOAT32, BATON_SUM, comm), "allreduce");
+    t[r] = (baton__now() - t0) / 2;
+    check(baton_allreduce(&t[r], &t[r], 1, BATON_FLOAT64, BATON_MAX, comm), "allreduce");
+  }
+  baton__select_force(comm, BATON__COLL_ALLREDUCE, NULL);
+  free(in);
+  free(res);
+  qsort(t, REPS, sizeof t[0], cmp_double);
+  double k = 4.0 * (double)count, got = t[REPS / 2];
+  double rest = predict(algo, BATON__COLL_ALLREDUCE, k, alpha, 0, gamma);
+  double per_beta = predict(algo, BATON__COLL_ALLREDUCE, k, 0, 1, 0);
+  if (out)
+    fprintf(out, "  allreduce %-8s %9.0f B: %10.2f us\n", algo->name, k, got * 1e6);
+  if (!(per_beta > 0) || got <= rest)
+    return 0; /* no usable formula, or nothing left for the bytes: beta stands */
+  return (got - rest) / per_beta;
+}
+
 /* Seconds per byte of the float32 sum kernel on 64 KiB that stay in cache. */
 static double time_gamma(void) {
   size_t n = 16384;
@@ -151,13 +199,16 @@ static double time_gamma(void) {
   return t[REPS / 2];
 }
 
-/* The first algorithm of the table that serves allgather off the ring's
- * channels: it runs on the pair channels. */
-static const baton__algo_t *pair_algo(void) {
+/* The first algorithm of the table that serves `coll` off the ring's
+ * channels (and not through the mailbox or the registered path): it runs
+ * on the pair channels. */
+static const baton__algo_t *pair_algo(baton__coll_t coll) {
   int n;
   const baton__algo_t *all = baton__algos(&n);
   for (int i = 0; i < n; i++)
-    if ((all[i].colls & (1u << BATON__COLL_ALLGATHER)) && !(all[i].traits & BATON__ALGO_RING_LINKS))
+    if ((all[i].colls & (1u << coll)) &&
+        !(all[i].traits & (BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX | BATON__ALGO_REGISTERED |
+                           BATON__ALGO_HOST_LEADERS)))
       return &all[i];
   return NULL;
 }
@@ -227,7 +278,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "baton-tune: %s; starting from the built-in costs\n", why);
 
   baton__link_t links[2] = {tcp ? BATON__LINK_TCP : BATON__LINK_SHM, BATON__LINK_PAIR};
-  const baton__algo_t *algos[2] = {baton__algo_default(), tcp ? NULL : pair_algo()};
+  const baton__algo_t *algos[2] = {baton__algo_default(),
+                                   tcp ? NULL : pair_algo(BATON__COLL_ALLGATHER)};
+  /* What decides between the channels above the cache: the ring against
+   * recursive halving, both bandwidth-optimal. */
+  const baton__algo_t *rhd = baton__algo_find("rhd");
+  const baton__algo_t *reducers[2] = {baton__algo_default(),
+                                      tcp   ? NULL
+                                      : rhd ? rhd
+                                            : pair_algo(BATON__COLL_ALLREDUCE)};
   double gamma = time_gamma();
   for (int i = 0; i < 2; i++) {
     if (!algos[i]) {
@@ -245,17 +304,19 @@ int main(int argc, char **argv) {
     if (p > 1.0) {
       double o = (alpha - l->alpha) / (p - 1.0);
       l->oversub = o > 0 ? o : 0;
+      if (reducers[i])
+        l->obeta = fit_obeta(reducers[i], alpha, gamma, log);
     } else {
       l->alpha = alpha;
+      l->beta = beta;
     }
-    l->beta = beta / p;
     l->gamma = gamma / p;
     if (log)
       fprintf(log,
               "  %-4s alpha %.3g us, beta %.3g ns/B (%.2f GB/s), gamma %.3g ns/B, "
-              "oversub %.3g us\n",
+              "oversub %.3g us, obeta %.3g ns/B\n",
               baton__link_names[links[i]], l->alpha * 1e6, l->beta * 1e9, 1e-9 / l->beta,
-              l->gamma * 1e9, l->oversub * 1e6);
+              l->gamma * 1e9, l->oversub * 1e6, l->obeta * 1e9);
   }
   if (rank == 0) {
     char comment[256], host[64] = "?";
