@@ -278,11 +278,21 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
   double piece = ring_links                             ? in->ring_piece
                  : algo->traits & BATON__ALGO_ONE_BLOCK ? in->pair_piece * in->size
                                                         : in->pair_piece;
-  baton__cost_t waits;
-  if (one_chunk && (algo->traits & BATON__ALGO_HALVES) && in->halves_wait > 0) {
-    waits = *c;
-    waits.alpha += in->halves_wait;
-    c = &waits;
+  /* A broadcast or a reduce overlaps the next call: a rank that has passed
+   * its data on leaves and starts it, so back to back, as a framework
+   * issues them, the wait for a descheduled peer hides behind the next
+   * call's messages. Not for flat and direct, whose rendezvous every rank
+   * must reach, nor the double tree, whose ranks pass data on in both
+   * trees (without its wait it was picked from 4 KiB to 2 MiB at N=8 and
+   * ran 1.1-2.5x slower than the best). N=4 on 2 cores, 8 B: the chain's
+   * broadcast took 1.22 us a call where its three hops at the 1 us a step
+   * of the ring's allreduce would take 3; naive 1.09, flat 2.36
+   * (bench/results/select-rooted-shm4-2026-12-06-1936.txt). */
+  baton__cost_t overlapped;
+  if (one_chunk && !flat && !direct && !(algo->traits & BATON__ALGO_HALVES)) {
+    overlapped = *c;
+    overlapped.alpha -= ring_links ? in->ring_wait : in->pair_wait;
+    c = &overlapped;
   }
   double t = baton__model_time(algo, coll, in->size, bytes, c);
   if (t > 0 && direct && in->cma) {
@@ -389,14 +399,19 @@ struct baton__select_state {
   unsigned fallback_said;                 /* bit c: collective c's fallback was printed */
 };
 
-/* A link's costs for a message of `bytes`, with the ranks per core;
- * `waits`: a message waits for its descheduled peer (oversub). */
+/* What a message of link l waits for a descheduled peer: oversub for each
+ * rank per core beyond one. */
+static double link_wait(const struct baton__select_state *s, baton__link_t l) {
+  return s->ranks_per_core > 1 ? s->link[l].oversub * (s->ranks_per_core - 1) : 0;
+}
+
+/* A link's costs for a message of `bytes`, with the ranks per core. */
 static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_t l, double segment,
-                               double bytes, int waits) {
+                               double bytes) {
   const baton__link_cost_t *c = &s->link[l];
   double p = s->ranks_per_core > 1 ? s->ranks_per_core : 1;
   double beta = p > 1 && bytes > s->cache_bytes && c->obeta > 0 ? c->obeta : c->beta * p;
-  return (baton__cost_t){.alpha = c->alpha + (waits ? c->oversub * (p - 1) : 0),
+  return (baton__cost_t){.alpha = c->alpha + link_wait(s, l),
                          .beta = beta,
                          .gamma = c->gamma * p,
                          .segment = segment,
@@ -587,23 +602,12 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                            .hosts = s->hosts,
                            .hostmax = s->hostmax};
   baton__link_t ring_link = s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM;
-  /* A broadcast or a reduce overlaps the next call: a rank that has passed
-   * its data on leaves and starts it, so back to back, as a framework
-   * issues them, the wait for a descheduled peer hides behind the next
-   * call's messages, and only flat, whose rendezvous every rank must
-   * reach, pays it. N=4 on 2 cores, 8 B: the chain's broadcast took 1.22
-   * us a call where its three hops at the 1 us a step of the ring's
-   * allreduce would take 3; naive 1.09, flat 2.36
-   * (bench/results/select-rooted-shm4-2026-12-06-1936.txt). The double
-   * tree's ranks pass data on in both trees, so they do not leave early
-   * and keep the wait (halves_wait): without it dbtree was picked from 4
-   * KiB to 2 MiB at N=8 and ran 1.1-2.5x slower than the best. */
-  int rooted = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
   baton__link_t pair_link = s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR;
-  in.ring = link_cost(s, ring_link, (double)comm->slot_bytes, bytes, !rooted);
-  in.flat = link_cost(s, ring_link, (double)comm->slot_bytes, bytes, 1);
-  in.pair = link_cost(s, pair_link, (double)comm->stream_slot_bytes, bytes, !rooted);
-  in.halves_wait = link_cost(s, pair_link, 0, bytes, 1).alpha - in.pair.alpha;
+  in.ring = link_cost(s, ring_link, (double)comm->slot_bytes, bytes);
+  in.flat = in.ring;
+  in.pair = link_cost(s, pair_link, (double)comm->stream_slot_bytes, bytes);
+  in.ring_wait = link_wait(s, ring_link);
+  in.pair_wait = link_wait(s, pair_link);
   /* Two ranks have one peer each, which every algorithm reaches over the
    * ring's channel (baton__shm_conn_to): an allgather's bytes, only
    * copied, cost what they cost the ring. With the pair channels' beta, rd
@@ -616,7 +620,7 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
   if (comm->size == 2 && !s->tcp &&
       (coll == BATON__COLL_ALLGATHER || coll == BATON__COLL_ALLGATHERV))
     in.pair.beta = in.ring.beta;
-  in.local = link_cost(s, BATON__LINK_PAIR, (double)comm->stream_slot_bytes, bytes, !rooted);
+  in.local = link_cost(s, BATON__LINK_PAIR, (double)comm->stream_slot_bytes, bytes);
   in.ring_piece = baton__select_piece(comm, 1);
   in.pair_piece = baton__select_piece(comm, 0);
   baton__cand_t cands[16];

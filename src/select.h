@@ -73,12 +73,12 @@ typedef struct {
   double cma_beta;               /* a copy by the kernel, s/B (rank 0's; 0: the kernel refused) */
   size_t scratch_bytes;          /* BATON_SCRATCH_BYTES */
   baton__cost_t ring;            /* what the ring (and its chain) pays; segment: a slot */
-  baton__cost_t flat;            /* what flat (and direct) pays: the ring's link, waits and all */
+  baton__cost_t flat;            /* what flat (and direct) pays: the ring's link */
   baton__cost_t pair;            /* what every other algorithm pays */
   baton__cost_t local;           /* shared memory between two ranks of a host (hier's fold) */
   double ring_piece, pair_piece; /* bytes of a chunk one round moves (exec.c) */
-  double halves_wait;            /* what a broadcast or reduce of two trees' ranks still waits
-                                  * per message (pair's oversub; decide()) */
+  double ring_wait, pair_wait;   /* of ring's and pair's alpha, the wait for a descheduled
+                                  * peer (oversub), which back-to-back rooted calls hide */
   const baton__algo_t *forced;   /* BATON_ALGO for this collective, or NULL */
   int hosts, hostmax;            /* hosts, and the most ranks on one (hier) */
 } baton__select_in_t;

@@ -21,8 +21,8 @@
  * (what alpha grows by per rank per core beyond one), from the alpha
  * already in the file; a 32 MiB allreduce through the ring and through
  * rhd gives each kind of channel its `obeta`, its beta above the cache
- * with more ranks than cores; beta stays what the run with a rank per core measured,
- * and gamma is divided by p, as the library multiplies it by p there.
+ * with more ranks than cores; beta stays what a run with a rank per core
+ * measured, and gamma is divided by p, as the library multiplies it by p.
  * Lines for links not measured in this run are kept.
  */
 #include <errno.h>
@@ -66,17 +66,26 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Seconds per allgather of `count` floats per rank: the median of REPS
- * batches, each the slowest rank's average. */
-static double time_allgather(const float *in, float *out, size_t count, int iters) {
+/* One allgather of `count` floats per rank, or a float32 sum allreduce
+ * of `count`. */
+static void one_call(baton__coll_t coll, const float *in, float *out, size_t count) {
+  check(coll == BATON__COLL_ALLGATHER
+            ? baton_allgather(in, out, count, BATON_FLOAT32, comm)
+            : baton_allreduce(in, out, count, BATON_FLOAT32, BATON_SUM, comm),
+        baton__coll_name(coll));
+}
+
+/* Seconds per call of one_call: the median of REPS batches of `iters`
+ * calls, each the slowest rank's average. */
+static double time_calls(baton__coll_t coll, const float *in, float *out, size_t count, int iters) {
   double t[REPS];
   for (int w = 0; w < 3; w++)
-    check(baton_allgather(in, out, count, BATON_FLOAT32, comm), "allgather");
+    one_call(coll, in, out, count);
   for (int r = 0; r < REPS; r++) {
     check(baton_barrier(comm), "barrier");
     double t0 = baton__now();
     for (int i = 0; i < iters; i++)
-      check(baton_allgather(in, out, count, BATON_FLOAT32, comm), "allgather");
+      one_call(coll, in, out, count);
     t[r] = (baton__now() - t0) / iters;
     check(baton_allreduce(&t[r], &t[r], 1, BATON_FLOAT64, BATON_MAX, comm), "allreduce");
   }
@@ -112,7 +121,8 @@ static void fit(const baton__algo_t *algo, double *alpha, double *beta, FILE *ou
   if (!in || !buf)
     die("out of memory");
   baton__select_force(comm, BATON__COLL_ALLGATHER, algo);
-  double t0 = time_allgather(in, buf, small, 300), t1 = time_allgather(in, buf, large, 10);
+  double t0 = time_calls(BATON__COLL_ALLGATHER, in, buf, small, 300),
+         t1 = time_calls(BATON__COLL_ALLGATHER, in, buf, large, 10);
   baton__select_force(comm, BATON__COLL_ALLGATHER, NULL);
   free(in);
   free(buf);
@@ -148,22 +158,11 @@ static double fit_obeta(const baton__algo_t *algo, double alpha, double gamma, F
   if (!in || !res)
     die("out of memory");
   baton__select_force(comm, BATON__COLL_ALLREDUCE, algo);
-  double t[REPS];
-  for (int w = 0; w < 2; w++)
-    check(baton_allreduce(in, res, count, BATON_FLOAT32, BATON_SUM, comm), "allreduce");
-  for (int r = 0; r < REPS; r++) {
-    check(baton_barrier(comm), "barrier");
-    double t0 = baton__now();
-    for (int i = 0; i < 2; i++)
-      check(baton_allreduce(in, res, count, BATON_FLOAT32, BATON_SUM, comm), "allreduce");
-    t[r] = (baton__now() - t0) / 2;
-    check(baton_allreduce(&t[r], &t[r], 1, BATON_FLOAT64, BATON_MAX, comm), "allreduce");
-  }
+  double got = time_calls(BATON__COLL_ALLREDUCE, in, res, count, 2);
   baton__select_force(comm, BATON__COLL_ALLREDUCE, NULL);
   free(in);
   free(res);
-  qsort(t, REPS, sizeof t[0], cmp_double);
-  double k = 4.0 * (double)count, got = t[REPS / 2];
+  double k = 4.0 * (double)count;
   double rest = predict(algo, BATON__COLL_ALLREDUCE, k, alpha, 0, gamma);
   double per_beta = predict(algo, BATON__COLL_ALLREDUCE, k, 0, 1, 0);
   if (out)
@@ -199,16 +198,13 @@ static double time_gamma(void) {
   return t[REPS / 2];
 }
 
-/* The first algorithm of the table that serves `coll` off the ring's
- * channels (and not through the mailbox or the registered path): it runs
- * on the pair channels. */
-static const baton__algo_t *pair_algo(baton__coll_t coll) {
+/* The first algorithm of the table that serves allgather off the ring's
+ * channels: it runs on the pair channels. */
+static const baton__algo_t *pair_algo(void) {
   int n;
   const baton__algo_t *all = baton__algos(&n);
   for (int i = 0; i < n; i++)
-    if ((all[i].colls & (1u << coll)) &&
-        !(all[i].traits & (BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX | BATON__ALGO_REGISTERED |
-                           BATON__ALGO_HOST_LEADERS)))
+    if ((all[i].colls & (1u << BATON__COLL_ALLGATHER)) && !(all[i].traits & BATON__ALGO_RING_LINKS))
       return &all[i];
   return NULL;
 }
@@ -278,15 +274,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "baton-tune: %s; starting from the built-in costs\n", why);
 
   baton__link_t links[2] = {tcp ? BATON__LINK_TCP : BATON__LINK_SHM, BATON__LINK_PAIR};
-  const baton__algo_t *algos[2] = {baton__algo_default(),
-                                   tcp ? NULL : pair_algo(BATON__COLL_ALLGATHER)};
+  const baton__algo_t *algos[2] = {baton__algo_default(), tcp ? NULL : pair_algo()};
   /* What decides between the channels above the cache: the ring against
    * recursive halving, both bandwidth-optimal. */
-  const baton__algo_t *rhd = baton__algo_find("rhd");
-  const baton__algo_t *reducers[2] = {baton__algo_default(),
-                                      tcp   ? NULL
-                                      : rhd ? rhd
-                                            : pair_algo(BATON__COLL_ALLREDUCE)};
+  const baton__algo_t *reducers[2] = {baton__algo_default(), tcp ? NULL : baton__algo_find("rhd")};
   double gamma = time_gamma();
   for (int i = 0; i < 2; i++) {
     if (!algos[i]) {
