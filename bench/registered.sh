@@ -3,7 +3,7 @@
 # algorithm) against the staged path and against the memory-bound limit,
 # side by side in one run: R rounds, each measuring the copy rate of every
 # rank copying at once (baton-bench --membw) and then, for each
-# collective, baton-bench on malloc'd buffers (staged) and with
+# collective, baton-bench on malloc'd buffers (staged, BATON_CMA=0) and with
 # --registered, one after the other. Prints each round and the medians.
 #
 #   bench/registered.sh [-n RANKS] [-s SIZE] [-i ITERS] [-c COLL,...] ROUNDS
@@ -40,7 +40,8 @@ bench() { "$bin/baton-run" -n "$ranks" "$bin/baton-bench" -b "$size" -e "$size" 
 for ((r = 0; r < rounds; r++)); do
   bw=$(bench --membw | sed -n 's/.* \([0-9.]*\) GB\/s per rank$/\1/p')
   for c in ${colls//,/ }; do
-    staged=$(bench -c "$c" | awk '/^ +[0-9]/ {print $10, $16}')
+    # BATON_CMA=0: malloc'd allgathers and alltoalls would go by the kernel.
+    staged=$(BATON_CMA=0 bench -c "$c" | awk '/^ +[0-9]/ {print $10, $16}')
     reg=$(bench -c "$c" --registered | awk '/^ +[0-9]/ {print $10, $16}')
     echo "$r $c $bw $staged $reg" | tee -a "$raw"
   done

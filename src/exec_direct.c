@@ -311,8 +311,8 @@ static int cma_put(baton__call_t *c, const baton__step_t *st, int ch, int from, 
     char *dst = out_of(c, q, ch, off);
     int rc = 0;
     if (q == me && from == me) {
-      if (dst != src)
-        memcpy(dst, src, bytes);
+      if (dst != src) /* streaming where the call is large, as the staged copies out */
+        baton__copy_out(c, dst, src, bytes);
     } else if (q == me) {
       rc = cma_copy(c, st, from, 1, dst, src, bytes);
     } else if (from == me) {

@@ -65,8 +65,7 @@ static const param_row_t rows[] = {
     {"BATON_CMA", P_INT, "1", 0, 1, F(cma),
      "one host: 1 lets direct copy an allgather's or alltoall's buffers that are not "
      "registered straight between the ranks' memory through the kernel (process_vm_readv and "
-     "_writev, one copy instead of two), where every rank can, up to a core's L2 cache; 0 "
-     "stages them"},
+     "_writev, one copy instead of two), where every rank can; 0 stages them"},
     {"BATON_TRANSPORT", P_STRING, "auto", 0, 0, F(transport),
      "auto (shared memory inside a host, TCP between hosts) or tcp (TCP everywhere)"},
     {"BATON_HOSTID", P_STRING, "", 0, 0, F(hostid),

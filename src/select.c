@@ -219,18 +219,17 @@ double baton__algo_scratch(const baton__algo_t *algo, baton__coll_t coll, double
   return algo->scratch_colls & (1u << coll) ? bytes : 0;
 }
 
-/* Why direct by the kernel (in->cma) cannot serve a call of `bytes`, or
- * NULL. Above the cache the staged copies run through slots that stay in
- * it, so they too move each byte through memory once, and the kernel's
- * copies have no streaming stores: N=2 alltoall of 32 and 128 MiB ran 0.87
- * and 0.92 of the staged speed by the kernel. And a safety net for kernels
- * whose copies are slow: not where rank 0's copy by the kernel costs twice
- * what a staged message pays a byte (b; measured, the staged byte runs up
- * to 1.6x b at 128 KiB-2 MiB). The Intel Xeon: 0.069-0.082 ns/B against b
- * = 0.09; the AMD EPYC's 5.4-7.9 GB/s (performance.md) would be 0.13-0.19. */
-static const char *cma_cannot(const baton__select_in_t *in, double bytes) {
-  if (bytes > in->cache_bytes)
-    return "by the kernel (BATON_CMA) it serves only messages that fit in a core's L2 cache";
+/* Why direct by the kernel (in->cma) cannot serve a call, or NULL. At
+ * every size it can: once the copy of a rank's own block streams as the
+ * staged copies out do, the single copy wins past the cache too (Intel
+ * Xeon, N=2 allgather 4-32 MiB in place 1.3-1.6x the staged ring's speed,
+ * alltoall 8-32 MiB 1.1-1.3x, N=4 alltoall 8 MiB 1.45x, 32 MiB level;
+ * docs/performance.md). What is left is a safety net for kernels whose
+ * copies are slow: not where rank 0's copy by the kernel costs twice what
+ * a staged message pays a byte (b; measured, the staged byte runs up to
+ * 1.6x b at 128 KiB-2 MiB). The Intel Xeon: 0.069-0.082 ns/B against b =
+ * 0.09; the AMD EPYC's 5.4-7.9 GB/s (performance.md) would be 0.13-0.19. */
+static const char *cma_cannot(const baton__select_in_t *in) {
   if (!(in->cma_beta > 0))
     return "the kernel refused rank 0's copy of its own memory (process_vm_readv)";
   if (in->cma_beta >= 2 * in->pair.beta)
@@ -249,7 +248,7 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
     return "it needs every rank on one host and buffers from baton_mem_alloc (or, for allgather "
            "and alltoall, BATON_CMA=1)";
   const char *by_kernel =
-      (algo->traits & BATON__ALGO_REGISTERED) && in->cma ? cma_cannot(in, bytes) : NULL;
+      (algo->traits & BATON__ALGO_REGISTERED) && in->cma ? cma_cannot(in) : NULL;
   if (by_kernel)
     return by_kernel;
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)

@@ -568,6 +568,10 @@ for n in 2 3; do
 done
 run "test_coll -n 4 --quick BATON_ALGO=direct (CMA)" 1 env BATON_ALGO=direct \
   "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll" --quick
+# The copy of a rank's own block (out of place) streams where the call is
+# large; BATON_STREAM_BYTES=0 makes every call large.
+run "test_coll -n 3 --quick BATON_ALGO=direct BATON_STREAM_BYTES=0 (CMA)" 1 env BATON_ALGO=direct \
+  BATON_STREAM_BYTES=0 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_coll" --quick
 run "test_cma.sh" 1 env BUILD="$BUILD" bash tests/test_cma.sh
 run "test_coll -n 4 --registered all" 1 "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll" \
   --registered all

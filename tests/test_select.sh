@@ -10,7 +10,8 @@
 #    the calls still run;
 #  - at N=2 an allgather of 2 MiB is priced with the ring channel's beta
 #    for every algorithm, so the ring, not rd, is picked (BATON_CMA=0);
-#    with CMA, direct is picked at half the L2 cache and not at 4 times it;
+#    with CMA, direct is picked for an allgather and an alltoall at half
+#    the L2 cache and at 4 times it (once it stopped at the cache);
 #  - baton-tune writes a tune file that init then reads (rank 0 says so at
 #    INFO), and a malformed tune file is a WARN naming the line, not a
 #    failure.
@@ -67,8 +68,8 @@ fi
 # rd's allgather is priced with the ring's beta and, with its extra rounds,
 # is not picked over the ring (the pair channels' beta made rd win from 32
 # KiB). Built-in costs: a tune file that does not exist. Among the staged
-# algorithms, so BATON_CMA=0; with it, direct by the kernel goes first up
-# to the L2 cache and not past it (select.c).
+# algorithms, so BATON_CMA=0; with it, direct by the kernel goes first on
+# both sides of the L2 cache (select.c, cma_cannot).
 BATON_CMA=0 BATON_TUNE_FILE=$tmp/none BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL "$RUN" -n 2 \
   "$BENCH" -c allgather -b 2M -e 2M -w 1 -n 1 >"$tmp/ag2" 2>&1 || fail "allgather 2 MiB run failed"
 if grep -Eq "allgather 2097152 B on 2 ranks \(shm\): ring .* -> ring$" "$tmp/ag2"; then ok; else
@@ -76,13 +77,20 @@ if grep -Eq "allgather 2097152 B on 2 ranks \(shm\): ring .* -> ring$" "$tmp/ag2
 fi
 l2=$(getconf LEVEL2_CACHE_SIZE 2>/dev/null || echo 0)
 if [ "${l2:-0}" -ge $((1 << 20)) ] && [ "$l2" -le $((64 << 20)) ]; then
-  BATON_TUNE_FILE=$tmp/none BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL "$RUN" -n 2 "$BENCH" \
-    -c allgather -b $((l2 / 2)) -e $((l2 * 4)) -f 8 -w 1 -n 1 >"$tmp/agcma" 2>&1 ||
-    fail "allgather by CMA run failed"
-  if grep -Eq "allgather $((l2 / 2)) B on 2 ranks \(shm\): direct .* -> direct$" "$tmp/agcma" &&
-    grep -Eq "allgather $((l2 * 4)) B on 2 ranks \(shm\): .* -> ring$" "$tmp/agcma"; then ok; else
-    fail "N=2 allgather by CMA: want direct at L2/2, the ring at 4 L2: $(grep 'on 2 ranks' \
-      "$tmp/agcma" | head -2)"
+  for c in allgather alltoall; do
+    BATON_TUNE_FILE=$tmp/none BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL "$RUN" -n 2 "$BENCH" \
+      -c $c -b $((l2 / 2)) -e $((l2 * 4)) -f 8 -w 1 -n 1 >"$tmp/cma-$c" 2>&1 ||
+      fail "$c by CMA run failed"
+  done
+  if grep -Eq "allgather $((l2 / 2)) B on 2 ranks \(shm\): direct .* -> direct$" "$tmp/cma-allgather" &&
+    grep -Eq "allgather $((l2 * 4)) B on 2 ranks \(shm\): direct .* -> direct$" "$tmp/cma-allgather"; then ok; else
+    fail "N=2 allgather by CMA: want direct at L2/2 and at 4 L2: $(grep 'on 2 ranks' \
+      "$tmp/cma-allgather" | head -2)"
+  fi
+  if grep -Eq "alltoall $((l2 / 2)) B on 2 ranks \(shm\): direct .* -> direct$" "$tmp/cma-alltoall" &&
+    grep -Eq "alltoall $((l2 * 4)) B on 2 ranks \(shm\): direct .* -> direct$" "$tmp/cma-alltoall"; then ok; else
+    fail "N=2 alltoall by CMA: want direct at L2/2 and at 4 L2: $(grep 'on 2 ranks' \
+      "$tmp/cma-alltoall" | head -2)"
   fi
 fi
 
