@@ -219,21 +219,27 @@ double baton__algo_scratch(const baton__algo_t *algo, baton__coll_t coll, double
   return algo->scratch_colls & (1u << coll) ? bytes : 0;
 }
 
-/* Why direct by the kernel (in->cma) cannot serve a call, or NULL. At
- * every size it can: once the copy of a rank's own block streams as the
- * staged copies out do, the single copy wins past the cache too (Intel
- * Xeon, N=2 allgather 4-32 MiB in place 1.3-1.6x the staged ring's speed,
- * alltoall 8-32 MiB 1.1-1.3x, N=4 alltoall 8 MiB 1.45x, 32 MiB level;
- * docs/performance.md). What is left is a safety net for kernels whose
- * copies are slow: not where rank 0's copy by the kernel costs twice what
- * a staged message pays a byte (b; measured, the staged byte runs up to
- * 1.6x b at 128 KiB-2 MiB). The Intel Xeon: 0.069-0.082 ns/B against b =
- * 0.09; the AMD EPYC's 5.4-7.9 GB/s (performance.md) would be 0.13-0.19. */
-static const char *cma_cannot(const baton__select_in_t *in) {
+/* Why direct by the kernel (in->cma) cannot serve a call of `bytes`, or
+ * NULL. Measured, not assumed: a safety net for kernels whose copies are
+ * slow. Up to a core's L2 cache, not where rank 0's copy by the kernel
+ * costs twice what a staged message pays a byte (b; the staged byte runs
+ * up to 1.6x b at 128 KiB-2 MiB). Past the cache the staged copies run
+ * through slots that stay in it, so the kernel's one copy must beat two
+ * memcpys there: with the own block's copy streaming as the staged copies
+ * out do, it did on the Intel Xeon (its kernel copy 0.059-0.082 ns/B,
+ * memcpy 0.038-0.043; N=2 allgather 4-32 MiB in place 1.3-1.6x the staged
+ * ring's speed, alltoall 8-32 MiB 1.1-1.3x, N=4 alltoall 8 MiB 1.45x, 32
+ * MiB level; docs/performance.md), and would not have on the AMD EPYC of
+ * the first design (process_vm_readv 5.4-7.9 GB/s, memcpy 14-21: 0.13-0.19
+ * against 0.048-0.07 ns/B), where that one lost to the staged two. */
+static const char *cma_cannot(const baton__select_in_t *in, double bytes) {
   if (!(in->cma_beta > 0))
     return "the kernel refused rank 0's copy of its own memory (process_vm_readv)";
   if (in->cma_beta >= 2 * in->pair.beta)
     return "a copy by the kernel costs rank 0 over twice what a staged message pays a byte";
+  if (bytes > in->cache_bytes && !(in->cma_beta < 2 * in->memcpy_beta))
+    return "past a core's L2 cache a copy by the kernel costs rank 0 more than the two memcpys of "
+           "the staged path";
   return NULL;
 }
 
@@ -248,7 +254,7 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
     return "it needs every rank on one host and buffers from baton_mem_alloc (or, for allgather "
            "and alltoall, BATON_CMA=1)";
   const char *by_kernel =
-      (algo->traits & BATON__ALGO_REGISTERED) && in->cma ? cma_cannot(in) : NULL;
+      (algo->traits & BATON__ALGO_REGISTERED) && in->cma ? cma_cannot(in, bytes) : NULL;
   if (by_kernel)
     return by_kernel;
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
@@ -387,6 +393,7 @@ struct baton__select_state {
   double ranks_per_core; /* the most ranks of one host per core of rank 0's host */
   double cache_bytes;    /* rank 0's L2 cache per core: beta grows with ranks per core above it */
   double cma_beta;       /* rank 0's copy by the kernel, s/B (0: none) */
+  double memcpy_beta;    /* rank 0's memcpy beside it, s/B (0: not measured) */
   int hosts, hostmax;    /* hosts (groups that share memory), and the most ranks on one */
   int tcp, tcp_inside;   /* some link is TCP; ranks of one host talk over TCP */
   const char *net;       /* "shm", "tcp" or "shm+tcp", for the log */
@@ -467,7 +474,7 @@ static double cma_beta(double *memcpy_beta) {
  * kernel copies. */
 static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int hostmax, char *err,
                        size_t errlen) {
-  double blob[BATON__LINK_COUNT * BATON__LINK_DOUBLES + 3],
+  double blob[BATON__LINK_COUNT * BATON__LINK_DOUBLES + 4],
       *at = &blob[BATON__LINK_COUNT * BATON__LINK_DOUBLES];
   if (comm->rank == 0) {
     char path[512], why[700];
@@ -488,6 +495,7 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
     at[1] = l2 > 0 ? (double)l2 : 1 << 20; /* unknown: 1 MiB */
     double mem = 0;
     at[2] = comm->params.cma && comm->one_host && comm->host_net ? cma_beta(&mem) : 0;
+    at[3] = mem;
     if (at[2] > 0)
       baton__log_info(INIT, "a copy by the kernel (CMA): %.3g ns/B, memcpy %.3g (1 MiB in cache)",
                       at[2] * 1e9, mem * 1e9);
@@ -512,6 +520,7 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
   s->ranks_per_core = at[0];
   s->cache_bytes = at[1];
   s->cma_beta = at[2];
+  s->memcpy_beta = at[3];
   return BATON_OK;
 }
 
@@ -595,6 +604,7 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                            .registered = registered,
                            .cma = registered && comm->mem_allocs == 0,
                            .cma_beta = s->cma_beta,
+                           .memcpy_beta = s->memcpy_beta,
                            .cache_bytes = s->cache_bytes,
                            .scratch_bytes = comm->params.scratch_bytes,
                            .forced = comm->forced[coll],

@@ -71,6 +71,7 @@ typedef struct {
   int cma;        /* and it would copy by the kernel: the communicator has no registered memory */
   double cache_bytes;            /* a core's L2 cache (rank 0's) */
   double cma_beta;               /* a copy by the kernel, s/B (rank 0's; 0: the kernel refused) */
+  double memcpy_beta;            /* memcpy beside it, s/B (rank 0's, in the cache) */
   size_t scratch_bytes;          /* BATON_SCRATCH_BYTES */
   baton__cost_t ring;            /* what the ring (and its chain) pays; segment: a slot */
   baton__cost_t flat;            /* what flat (and direct) pays: the ring's link */
