@@ -85,11 +85,11 @@ if [ "${l2:-0}" -ge $((1 << 20)) ] && [ "$l2" -le $((64 << 20)) ]; then
       fail "$c by CMA run failed"
   done
   # Past the cache only where rank 0's kernel copy costs less than two
-  # memcpys (the INIT line says both): else a staged algorithm.
-  big=direct
-  awk '/a copy by the kernel \(CMA\):/ {k = $(NF-7); m = $(NF-4); seen = 1; exit}
-       END {exit !(seen && k + 0 >= 2 * m)}' "$tmp/cma-allgather" && big=staged
+  # memcpys (its INIT line says both): else a staged algorithm.
   for c in allgather alltoall; do
+    big=direct
+    awk '/a copy by the kernel \(CMA\):/ {k = $(NF-7); m = $(NF-4); seen = 1; exit}
+         END {exit !(seen && k + 0 >= 2 * m)}' "$tmp/cma-$c" && big=staged
     small=$(grep -E "$c $((l2 / 2)) B on 2 ranks \(shm\): " "$tmp/cma-$c" | head -1)
     large=$(grep -E "$c $((l2 * 4)) B on 2 ranks \(shm\): " "$tmp/cma-$c" | head -1) got=
     if [[ -n "$large" ]]; then [[ "$large" == *"-> direct" ]] && got=direct || got=staged; fi
