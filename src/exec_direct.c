@@ -31,6 +31,9 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "exec.h"
 #include "mem.h"
@@ -217,6 +220,14 @@ int baton__direct_arrive(baton__call_t *c, const baton__step_t *st) {
 int baton__direct_done(baton__call_t *c, const baton__step_t *st) {
   if (c->x.round_start + c->x.piece < c->x.maxlen)
     return 0;
+#if defined(__SSE2__)
+  /* Streaming stores into the peers' outputs are weakly ordered: without a
+   * fence a peer could pass the rendezvous (a plain release store here) and
+   * read its output before they land (test_coll -n 2 --registered all
+   * BATON_STREAM_BYTES=0 saw a gather's result differ, then match). */
+  if (c->x.stream)
+    _mm_sfence();
+#endif
   return meet(c, st, c->rendezvous + 1);
 }
 
