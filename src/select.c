@@ -279,7 +279,7 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
   int direct = (algo->traits & BATON__ALGO_REGISTERED) != 0;
   int ring_links = (algo->traits & BATON__ALGO_RING_LINKS) != 0, ring = ring_links && !flat;
   int one_chunk = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
-  const baton__cost_t *c = flat || direct ? &in->flat : ring_links ? &in->ring : &in->pair;
+  const baton__cost_t *c = flat || direct || ring_links ? &in->ring : &in->pair;
   double piece = ring_links                             ? in->ring_piece
                  : algo->traits & BATON__ALGO_ONE_BLOCK ? in->pair_piece * in->size
                                                         : in->pair_piece;
@@ -312,7 +312,7 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
      * KiB alltoall took 17 us by the kernel and 37 staged, where the pair
      * channels' b says 24; the staged byte costs more than b here.) */
     double n = in->size;
-    return 2 * in->flat.alpha + (n - 1) * in->pair.alpha + (n - 1) / n * bytes * in->pair.beta / 2;
+    return 2 * in->ring.alpha + (n - 1) * in->pair.alpha + (n - 1) / n * bytes * in->pair.beta / 2;
   }
   if (t > 0 && (algo->traits & BATON__ALGO_HOST_LEADERS)) {
     /* Its formula counts the fold and unfold inside a host as reductions
@@ -613,7 +613,6 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
   baton__link_t ring_link = s->tcp ? BATON__LINK_TCP : BATON__LINK_SHM;
   baton__link_t pair_link = s->tcp ? BATON__LINK_TCP : BATON__LINK_PAIR;
   in.ring = link_cost(s, ring_link, (double)comm->slot_bytes, bytes);
-  in.flat = in.ring;
   in.pair = link_cost(s, pair_link, (double)comm->stream_slot_bytes, bytes);
   in.ring_wait = link_wait(s, ring_link);
   in.pair_wait = link_wait(s, pair_link);

@@ -73,8 +73,8 @@ typedef struct {
   double cma_beta;               /* a copy by the kernel, s/B (rank 0's; 0: the kernel refused) */
   double memcpy_beta;            /* memcpy beside it, s/B (rank 0's, in the cache) */
   size_t scratch_bytes;          /* BATON_SCRATCH_BYTES */
-  baton__cost_t ring;            /* what the ring (and its chain) pays; segment: a slot */
-  baton__cost_t flat;            /* what flat (and direct) pays: the ring's link */
+  baton__cost_t ring;            /* what the ring (and its chain), flat and direct pay; segment:
+                                  * a slot */
   baton__cost_t pair;            /* what every other algorithm pays */
   baton__cost_t local;           /* shared memory between two ranks of a host (hier's fold) */
   double ring_piece, pair_piece; /* bytes of a chunk one round moves (exec.c) */

@@ -34,15 +34,13 @@ static baton__select_in_t costs(int n, double alpha, double beta, int flat_fits)
   in.ring = (baton__cost_t){.alpha = alpha, .beta = beta, .gamma = beta / 4, .segment = 256 << 10};
   in.pair = (baton__cost_t){
       .alpha = alpha * 1.5, .beta = beta * 1.5, .gamma = beta / 4, .segment = 64 << 10};
-  in.flat = in.ring;
-  in.flat.beta *= 2; /* as if 2 ranks per core: flat pays its own costs */
   in.ring_piece = 1 << 20;
   in.pair_piece = (64 << 10) * 4.0 / n;
   return in;
 }
 
-/* The model's time for algo, priced as select.c must: the ring with the
- * ring's costs, flat with its own, the others with the pair channels'; a chunk (the
+/* The model's time for algo, priced as select.c must: the ring, flat and
+ * direct with the ring's costs, the others with the pair channels'; a chunk (the
  * buffer for broadcast and reduce, else 1/N of it) of R pieces pays the
  * messages' latency R - 1 more times, except for flat and the chain; a
  * pairwise piece is N pair shares (exec.c, BATON__ALGO_ONE_BLOCK). */
@@ -51,7 +49,7 @@ static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton
   int flat = strcmp(a->name, "flat") == 0, ring = strcmp(a->name, "ring") == 0;
   int direct = strcmp(a->name, "direct") == 0; /* flat's two rendezvous, no rounds */
   int rooted = coll == BATON__COLL_BROADCAST || coll == BATON__COLL_REDUCE;
-  const baton__cost_t *c = flat || direct ? &in->flat : ring ? &in->ring : &in->pair;
+  const baton__cost_t *c = flat || direct || ring ? &in->ring : &in->pair;
   double piece = ring || flat ? in->ring_piece : in->pair_piece;
   if (strcmp(a->name, "pairwise") == 0) /* one block a message, one per peer: N times a share */
     piece *= in->size;

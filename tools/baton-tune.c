@@ -100,7 +100,6 @@ static double predict(const baton__algo_t *algo, baton__coll_t coll, double byte
   baton__select_in_t in = {.size = size};
   in.ring = (baton__cost_t){
       .alpha = alpha, .beta = beta, .gamma = gamma, .segment = (double)comm->slot_bytes};
-  in.flat = in.ring;
   in.pair = (baton__cost_t){
       .alpha = alpha, .beta = beta, .gamma = gamma, .segment = (double)comm->stream_slot_bytes};
   in.ring_piece = baton__select_piece(comm, 1);
