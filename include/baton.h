@@ -402,8 +402,11 @@ int baton_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, baton_dt
 /*
  * Allgather with a count per rank: rank r's sendbuf (sendcount elements)
  * lands at recvbuf + displs[r] elements on every rank, recvcounts[r]
- * elements long; recvcounts and displs hold size entries, the same on
- * every rank, and recvcounts[rank] must equal sendcount. Elements of
+ * elements long; recvcounts and displs hold size entries, and
+ * recvcounts[rank] must equal sendcount. recvcounts must be the same on
+ * every rank; displs, as in MPI, are each rank's own layout of its
+ * recvbuf and may differ from rank to rank (where they do, registered
+ * buffers are copied through the staged path, not directly). Elements of
  * recvbuf outside the blocks are left untouched; blocks that overlap are
  * undefined. Counts of 0 are legal, for one rank or all. In place when
  * sendbuf == recvbuf + displs[rank] elements. NULL recvcounts or displs,

@@ -4,7 +4,8 @@
  *
  * direct-arrive shows this rank's buffers to the others in its mailbox, as
  * an allocation's number and an offset (mem.c), and meets them at the
- * host's rendezvous. If every rank's buffers are registered, each maps
+ * host's rendezvous. If every rank's buffers are registered (and, for
+ * allgatherv, every rank's displacements agree: displs_digest), each maps
  * every peer's INPUT and output from what they showed, checked against the
  * memory that peer registered. If some rank's are not, every rank saw the
  * same messages, so all of them decide alike: an allgather or alltoall
@@ -45,6 +46,7 @@ typedef struct {
   uint32_t cma;           /* it reads every peer through the kernel (shm.h) */
   uint64_t in_off, out_off;
   uint64_t in_addr, out_addr; /* where INPUT and output lie in its process */
+  uint64_t displs;            /* displs_digest */
   int32_t pid;
   uint32_t pad;
 } shown_t;
@@ -69,6 +71,22 @@ size_t baton__direct_piece(const baton_comm_t *comm, size_t elsize) {
 static shown_t *shown(const baton__call_t *c, int rank) {
   const baton__net_t *host = c->comm->host_net;
   return host->ops->mailbox(host->impl, rank, c->rendezvous);
+}
+
+/* allgatherv's displacements are each rank's own (baton.h), and a peer's
+ * output is written here where this rank's say its blocks lie: so only
+ * where every rank's agree. A digest of them (of the blocks that hold
+ * anything) shows that; two different layouts share one with a chance of
+ * about 2^-64. 0 for every other collective, whose layout the call's
+ * arguments fix. */
+static uint64_t displs_digest(const baton__call_args_t *a, int n) {
+  if (a->coll != BATON__COLL_ALLGATHERV)
+    return 0;
+  uint64_t h = baton__mix64((uint64_t)n);
+  for (int q = 0; q < n; q++)
+    if (a->counts[q])
+      h = baton__mix64(h ^ baton__mix64((uint64_t)q << 48 ^ a->displs[q]));
+  return h;
 }
 
 /* Bytes of INPUT (input) or of the output a layout uses. */
@@ -184,15 +202,19 @@ int baton__direct_arrive(baton__call_t *c, const baton__step_t *st) {
                     .out_off = out_off,
                     .in_addr = (uint64_t)(uintptr_t)c->in,
                     .out_addr = (uint64_t)(uintptr_t)c->out,
+                    .displs = displs_digest(&c->args, n),
                     .pid = (int32_t)getpid()};
   int rc = meet(c, st, c->rendezvous);
-  int cma = comm->params.cma && baton__algo_by_cma(c->args.coll);
+  int cma = comm->params.cma && baton__algo_by_cma(c->args.coll), same = 1;
   for (int q = 0; q < n && !rc; q++) {
     ok = ok && shown(c, q)->ok == 1;
     cma = cma && shown(c, q)->cma == 1;
+    same = same && shown(c, q)->displs == mine->displs;
   }
   if (rc)
     return rc;
+  if (!same) /* every rank sees some differ: all go staged */
+    ok = cma = 0;
   /* Registered everywhere: mapped. Else by the kernel where every rank
    * can, one round of whole chunks; else staged. */
   c->direct_cma = !ok && cma;
@@ -206,9 +228,13 @@ int baton__direct_arrive(baton__call_t *c, const baton__step_t *st) {
         baton__select_staged(comm, c->args.coll, c->args.count, c->elsize);
     if (!(staged->traits & BATON__ALGO_MAILBOX) && (rc = meet(c, st, c->rendezvous + 1)) != 0)
       return rc;
-    baton__log_info(COLL, "%s #%llu: not every rank's buffers are registered%s: staged, %s",
-                    c->args.name, (unsigned long long)c->seq,
-                    baton__algo_by_cma(c->args.coll) ? " nor reached by CMA" : "", staged->name);
+    if (same)
+      baton__log_info(COLL, "%s #%llu: not every rank's buffers are registered%s: staged, %s",
+                      c->args.name, (unsigned long long)c->seq,
+                      baton__algo_by_cma(c->args.coll) ? " nor reached by CMA" : "", staged->name);
+    else
+      baton__log_info(COLL, "%s #%llu: the ranks' displacements differ: staged, %s", c->args.name,
+                      (unsigned long long)c->seq, staged->name);
     rc = baton__call_restage(c, staged);
     return rc ? rc : BATON__DIRECT_RESTAGED;
   }

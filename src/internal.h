@@ -217,6 +217,17 @@ int baton__parse_hostport(const char *s, const char *what, char *host, size_t ho
 
 double baton__now(void); /* seconds, CLOCK_MONOTONIC */
 
+/* splitmix64's finalizer: every input bit moves about half the output bits
+ * (a communicator's id, split.c; a digest of allgatherv's displacements,
+ * exec_direct.c). */
+static inline uint64_t baton__mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ x >> 31;
+}
+
 /* One beat of a spin-wait: tells the core that this is a wait loop (x86
  * PAUSE, Arm YIELD), so that it saves power and leaves the pipeline to a
  * sibling thread; elsewhere at least a compiler barrier, so that the loop

@@ -48,17 +48,8 @@
 
 #include "comm.h"
 
-/* splitmix64's finalizer: every input bit moves about half the output bits. */
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ x >> 31;
-}
-
 static uint64_t child_id(const baton_comm_t *parent, uint32_t serial, int color) {
-  return mix64(parent->id + mix64((uint64_t)serial << 32 | (uint32_t)color));
+  return baton__mix64(parent->id + baton__mix64((uint64_t)serial << 32 | (uint32_t)color));
 }
 
 typedef struct {

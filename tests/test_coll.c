@@ -16,7 +16,8 @@
  * passes NULL for the buffer it need not give in the in-place pass (its
  * other buffer must stay untouched). The v-variants get uneven counts with
  * zeros (count + rank, or 0 for every third rank), and allgatherv puts the
- * blocks in reverse rank order with gaps, which must stay untouched.
+ * blocks in reverse rank order with gaps, which must stay untouched (for odd
+ * counts each rank's own gaps: displacements that differ between ranks).
  *
  * The exact sweep covers every dtype, op, count and in-place mode. Its inputs
  * are chosen (exact_spec) so that every order of reduction gives the same
@@ -364,7 +365,10 @@ static int run_reduce_scatterv(test_t *T, const case_t *c) {
  * The v-variants' counts for a case of `count`: count + r for rank r, or 0
  * for every third rank (which one depends on count, so two ranks see a
  * zero too); all 0 for count 0. allgatherv's blocks lie in reverse rank
- * order with gaps of one or two elements before each.
+ * order with gaps of one or two elements before each; for an odd count
+ * the gaps depend on the rank too, so that the ranks' displacements
+ * differ (baton.h: they are each rank's own), which the direct algorithm
+ * must see and leave to the staged path.
  */
 static void v_layout(test_t *T, size_t count) {
   int size = T->t.size;
@@ -376,7 +380,7 @@ static void v_layout(test_t *T, size_t count) {
     T->vtotal += T->vcounts[q];
   }
   for (int q = size - 1; q >= 0; q--) {
-    at += 1 + (size_t)(q & 1);
+    at += 1 + (size_t)((q + (count & 1 ? T->t.rank : 0)) & 1);
     T->displs[q] = at;
     at += T->vcounts[q];
   }

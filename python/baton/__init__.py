@@ -460,7 +460,8 @@ class Comm:
     def allgatherv(self, a, counts, displs=None, out=None, dtype=None, async_op=False):
         """Rank r's a (counts[r] elements) lands at element displs[r] of the
         flat result on every rank; displs defaults to the blocks one after
-        the other. A given out is 1-D and may be longer than the blocks
+        the other, and is this rank's own layout (it may differ between
+        ranks; counts may not). A given out is 1-D and may be longer than the blocks
         span; its elements outside the blocks stay as they were. In place
         when a is this rank's block of out."""
         h = self._handle()
