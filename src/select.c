@@ -250,7 +250,7 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
     return "it does not serve this collective";
   if ((algo->traits & BATON__ALGO_MAILBOX) && !in->flat_fits)
     return "it needs every rank on one host and at most BATON_FLAT_BYTES per rank";
-  if ((algo->traits & BATON__ALGO_REGISTERED) && !in->registered)
+  if ((algo->traits & BATON__ALGO_REGISTERED) && !in->direct_ok)
     return "it needs every rank on one host and buffers from baton_mem_alloc (or, for allgather "
            "and alltoall, BATON_CMA=1)";
   const char *by_kernel =
@@ -595,14 +595,14 @@ static void log_choice(baton_comm_t *comm, baton__coll_t coll, double bytes,
 }
 
 static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_t count,
-                                   size_t elsize, double bytes, int registered) {
+                                   size_t elsize, double bytes, int direct_ok) {
   struct baton__select_state *s = comm->select;
   baton__select_in_t in = {.size = comm->size,
                            .tcp = s->tcp,
                            .tcp_inside = s->tcp_inside,
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
-                           .registered = registered,
-                           .cma = registered && comm->mem_allocs == 0,
+                           .direct_ok = direct_ok,
+                           .cma = direct_ok && comm->mem_allocs == 0,
                            .cma_beta = s->cma_beta,
                            .memcpy_beta = s->memcpy_beta,
                            .cache_bytes = s->cache_bytes,
@@ -649,28 +649,28 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
 }
 
 static const baton__algo_t *select_as(baton_comm_t *comm, baton__coll_t coll, size_t count,
-                                      size_t elsize, int registered) {
+                                      size_t elsize, int direct_ok) {
   const baton__algo_t *forced = comm->forced[coll];
   if (comm->size == 1 || !comm->select)
-    return forced && (registered || !(forced->traits & BATON__ALGO_REGISTERED))
+    return forced && (direct_ok || !(forced->traits & BATON__ALGO_REGISTERED))
                ? forced
                : baton__algo_default();
   double bytes = baton__model_bytes(coll, count, elsize, comm->size);
   int b = bucket(bytes);
-  if (comm->select->cache[registered][coll][b].algo &&
-      comm->select->cache[registered][coll][b].bytes == bytes)
-    return comm->select->cache[registered][coll][b].algo;
-  const baton__algo_t *pick = decide(comm, coll, count, elsize, bytes, registered);
-  comm->select->cache[registered][coll][b].bytes = bytes;
-  comm->select->cache[registered][coll][b].algo = pick;
+  if (comm->select->cache[direct_ok][coll][b].algo &&
+      comm->select->cache[direct_ok][coll][b].bytes == bytes)
+    return comm->select->cache[direct_ok][coll][b].algo;
+  const baton__algo_t *pick = decide(comm, coll, count, elsize, bytes, direct_ok);
+  comm->select->cache[direct_ok][coll][b].bytes = bytes;
+  comm->select->cache[direct_ok][coll][b].algo = pick;
   return pick;
 }
 
-/* Direct may serve on one host once the communicator has registered
+/* Direct may serve on one host once the communicator has direct_ok
  * memory (an allocation is collective, so every rank decides alike,
  * whatever its own buffers are), and a copy collective with BATON_CMA:
  * the direct algorithm's first step finds out whether every rank's
- * buffers are registered, or else whether every rank reaches the others
+ * buffers are direct_ok, or else whether every rank reaches the others
  * through the kernel (exec_direct.c). */
 const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                    size_t elsize) {

@@ -66,7 +66,7 @@ typedef struct {
   int tcp;        /* some link of the communicator is TCP: it sets the pace */
   int tcp_inside; /* BATON_TRANSPORT=tcp with several ranks on a host */
   int flat_fits;  /* baton__flat_fits for this call */
-  int registered; /* direct may serve: one host, and registered memory, or an allgather or
+  int direct_ok;  /* direct may serve: one host, and registered memory, or an allgather or
                      alltoall with BATON_CMA (baton__algo_by_cma) */
   int cma;        /* and it would copy by the kernel: the communicator has no registered memory */
   double cache_bytes;            /* a core's L2 cache (rank 0's) */

@@ -81,7 +81,7 @@ static void check_argmin(const baton__select_in_t *in, baton__coll_t coll, doubl
   for (int i = 0; i < na; i++) {
     if (!(all[i].colls & (1u << coll)) ||
         ((all[i].traits & BATON__ALGO_MAILBOX) && !in->flat_fits) ||
-        ((all[i].traits & BATON__ALGO_REGISTERED) && !in->registered) ||
+        ((all[i].traits & BATON__ALGO_REGISTERED) && !in->direct_ok) ||
         baton__algo_scratch(&all[i], coll, bytes) > (double)in->scratch_bytes ||
         ((all[i].traits & BATON__ALGO_HOST_LEADERS) && (in->hosts < 2 || in->hostmax < 2)))
       continue;
@@ -115,7 +115,7 @@ static void test_argmin(void) {
           baton__select_in_t shm = costs(sizes[s], 0.5e-6, 0.1e-9, flat);
           baton__select_in_t tcp = costs(sizes[s], 25e-6, 8e-9, 0);
           check_argmin(&shm, colls[k], bytes);
-          shm.registered = 1; /* registered memory: direct competes */
+          shm.direct_ok = 1; /* registered memory: direct competes */
           check_argmin(&shm, colls[k], bytes);
           check_argmin(&tcp, colls[k], bytes);
           /* Two hosts of N/2 ranks: hier's fold through shared memory, or
