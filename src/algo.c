@@ -38,7 +38,9 @@
 static const baton__algo_t algos[] = {
     ALGO("ring", "pipelined ring (chain for broadcast and reduce): bandwidth-optimal, 2(N-1) steps",
          RING_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_DEFAULT, 0, "ring", ring),
-    ALGO("flat", "one rendezvous through the host's shared-memory mailboxes: small messages",
+    ALGO("flat",
+         "one rendezvous through the host's shared-memory mailboxes: small messages; a "
+         "broadcast past a mailbox fans out from one copy",
          FLAT_COLLS, BATON__ALGO_RING_LINKS | BATON__ALGO_MAILBOX, 0, "ring", flat),
     ALGO("pairwise", "alltoall(v) in N-1 steps, each rank sending one block and receiving one",
          BIT(ALLTOALL) | BIT(ALLTOALLV), BATON__ALGO_ONE_BLOCK, 0, "ring", pairwise),

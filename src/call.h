@@ -86,6 +86,7 @@ struct baton_request {
   uint64_t seq;        /* the call's number on the communicator, from 1 */
   baton__sig_t sig;    /* the call as the peers must see it */
   uint32_t rendezvous; /* its number among the host's rendezvous; 0: none */
+  uint32_t fan_base;   /* flat's broadcast past a mailbox: its first piece of the stream */
   uint32_t mem_gen;    /* the communicator's mem_gen when it was chosen */
   /* The direct algorithm (exec_direct.c), per rank: where its INPUT and
    * output are mapped here (by CMA: where they lie in that rank, and its
@@ -130,6 +131,7 @@ struct baton_request {
      * an empty segment in the first round, so that both ends check them
      * (exec.c). */
     int per_block;
+    int fan; /* flat's broadcast past a mailbox: through the fan-out stream (exec.c) */
   } x;
   /* BATON_TRACE: per step, the start of its first round and the end of its
    * last (seconds; < 0 when it has not run); NULL when not tracing. */

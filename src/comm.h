@@ -49,6 +49,7 @@ struct baton_comm {
   char **boxes;    /* the host's mailboxes, [set * size + rank], once known (exec.c) */
   size_t box_room; /* and the bytes of each */
   int boxes_known;
+  uint32_t fan_pieces; /* the host's fan-out stream: pieces its broadcasts have taken (exec.c) */
   _Atomic uint64_t
       seq; /* calls issued so far: the last call's number (read by a waiting progress thread) */
   _Atomic uint32_t shm_calls; /* the host's rendezvous numbers taken so far (likewise) */
@@ -177,5 +178,7 @@ void baton__select_free(baton_comm_t *comm);
  * and the input within a mailbox. count is the per-rank count of the
  * public call. */
 int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count, size_t elsize);
+/* Bytes one mailbox holds, past which flat's broadcast fans out; 0 off one host. */
+double baton__flat_room(const baton_comm_t *comm);
 
 #endif /* BATON_COMM_H */

@@ -40,8 +40,71 @@ int baton__flat_fits(const baton_comm_t *comm, baton__coll_t coll, size_t count,
   const baton__net_t *host = comm->host_net;
   if (!host || !comm->one_host || count == 0)
     return 0;
+  if (coll == BATON__COLL_BROADCAST && host->ops->fan_bytes) /* past a mailbox: fanned */
+    return host->ops->fan_bytes(host->impl) >= elsize;
   size_t in_count = coll == BATON__COLL_REDUCE_SCATTER ? count * (size_t)comm->size : count;
   return in_count * elsize <= host->ops->mailbox_bytes(host->impl);
+}
+
+double baton__flat_room(const baton_comm_t *comm) {
+  const baton__net_t *host = comm->host_net;
+  return host && comm->one_host && host->ops->fan_bytes
+             ? (double)host->ops->mailbox_bytes(host->impl)
+             : 0;
+}
+
+/* Whether a flat call is a broadcast past a mailbox, which takes the
+ * host's fan-out stream (transport.h) a piece a round instead: the root
+ * puts each piece once and every other rank copies it out, N copies of
+ * the buffer where a chain or a tree makes 2(N-1), and no rank waits for
+ * more than the pieces in flight. The first round's rendezvous compares
+ * the ranks' calls, and places the call's pieces in the stream: the next
+ * ones after the last broadcast's, which every rank has done by then. */
+static int fanned(const baton__call_t *c) { return c->x.fan; }
+
+static uint32_t fan_round(const baton__call_t *c) {
+  return (uint32_t)(c->x.round_start / c->x.piece);
+}
+
+static int fan_put(baton__call_t *c, const baton__step_t *st) {
+  baton_comm_t *comm = c->comm;
+  const baton__net_t *host = comm->host_net;
+  double timeout = comm->params.timeout_s;
+  char why[BATON__ERRLEN];
+  uint32_t r = fan_round(c);
+  if (r == 0) {
+    int rc = host->ops->arrive(host->impl, c->rendezvous, &c->sig, timeout, why, sizeof why);
+    if (rc)
+      return baton__step_fail(c, st, rc, why);
+    size_t rounds = c->x.maxlen / c->x.piece + (c->x.maxlen % c->x.piece != 0);
+    c->fan_base = comm->fan_pieces;
+    comm->fan_pieces += (uint32_t)rounds;
+  }
+  if (st->n == 0) /* not the root: nothing to put */
+    return 0;
+  void *piece;
+  uint32_t g = c->fan_base + r;
+  int rc = host->ops->fan_put(host->impl, g, &piece, timeout, why, sizeof why);
+  if (rc)
+    return baton__step_fail(c, st, rc, why);
+  memcpy(piece, in_ptr(c, st->chunk, 0), piece_len(c, st->chunk) * c->elsize);
+  host->ops->fan_done(host->impl, g);
+  return 0;
+}
+
+static int fan_get(baton__call_t *c, const baton__step_t *st) {
+  baton_comm_t *comm = c->comm;
+  const baton__net_t *host = comm->host_net;
+  char why[BATON__ERRLEN];
+  const void *piece;
+  uint32_t g = c->fan_base + fan_round(c);
+  int rc = host->ops->fan_get(host->impl, st->recv_peer, g, &piece, comm->params.timeout_s, why,
+                              sizeof why);
+  if (rc)
+    return baton__step_fail(c, st, rc, why);
+  memcpy(work_ptr(c, st->chunk, 0), piece, piece_len(c, st->chunk) * c->elsize);
+  host->ops->fan_done(host->impl, g);
+  return 0;
 }
 
 /* The host's mailboxes, found once: they stay where they are for the
@@ -102,6 +165,8 @@ static int put_span(baton__call_t *c, const baton__step_t *st, int first, size_t
 static int mailbox_put(baton__call_t *c, int i) {
   const baton__step_t *st = &c->sched.steps[i];
   baton_comm_t *comm = c->comm;
+  if (fanned(c))
+    return fan_put(c, st);
   if (!comm->boxes_known)
     learn_boxes(comm);
   int rc = c->one_span[i] >= 0 ? put_span(c, st, c->one_span[i], c->span_elems[i])
@@ -195,6 +260,8 @@ static int run_step(baton__call_t *c, int i) {
     return mailbox_put(c, i);
   case BATON__STEP_MAILBOX_COPY:
   case BATON__STEP_MAILBOX_REDUCE:
+    if (fanned(c))
+      return fan_get(c, st);
     /* After the put, so the mailboxes are known. */
     return c->one_span[i] >= 0 ? read_span(c, st, c->one_span[i], c->span_elems[i])
                                : for_each_box_span(c, i, 0, read_span);
@@ -248,7 +315,14 @@ void baton__exec_prepare(baton__call_t *c) {
   }
   if (c->planned.prepared_elsize != es) {
     c->x.maxlen = c->planned.maxlen;
-    if (c->algo->traits & BATON__ALGO_MAILBOX) {
+    const baton__net_t *host = comm->host_net;
+    c->x.fan = (c->algo->traits & BATON__ALGO_MAILBOX) && c->args.coll == BATON__COLL_BROADCAST &&
+               host && host->ops->fan_bytes &&
+               c->x.maxlen * es > host->ops->mailbox_bytes(host->impl);
+    if (c->x.fan) { /* a fan-out piece a round */
+      size_t room = host->ops->fan_bytes(host->impl) / es;
+      c->x.seg = c->x.piece = c->x.maxlen < room ? c->x.maxlen : room;
+    } else if (c->algo->traits & BATON__ALGO_MAILBOX) {
       c->x.seg = c->x.piece = c->x.maxlen ? c->x.maxlen : 1;
     } else if (c->algo->traits & BATON__ALGO_REGISTERED) {
       c->x.seg = c->x.piece = baton__direct_piece(comm, es);

@@ -17,6 +17,7 @@ typedef struct {
   double gamma;   /* seconds per byte reduced (1 / reduction bandwidth) */
   double segment; /* bytes per pipeline segment (chain algorithms) */
   double hosts;   /* hosts the ranks are spread over (hier); 0: one rank each */
+  double room;    /* flat: bytes a mailbox holds (a broadcast past it fans out); 0: any */
 } baton__cost_t;
 
 /* One cell of an algorithm's cost table (baton__algo_t.costs, indexed by

@@ -55,7 +55,8 @@ static const param_row_t rows[] = {
      "shared memory, more ranks than cores: microseconds a waiter hands its core to others "
      "(sched_yield) before it sleeps on a futex, instead of spinning"},
     {"BATON_FLAT_BYTES", P_BYTES, "64K", 0, 16 << 20, F(flat_bytes),
-     "shared memory: largest per-rank buffer for the flat (one-step) algorithm"},
+     "shared memory: largest per-rank buffer for the flat (one-step) algorithm (a broadcast "
+     "past it fans out in BATON_SEGMENT_BYTES pieces)"},
     {"BATON_STREAM_BYTES", P_BYTES, "16M", 0, 1e18, F(stream_bytes),
      "buffers at least this large are written with non-temporal stores"},
     {"BATON_FUSED", P_INT, "1", 0, 1, F(fused),

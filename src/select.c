@@ -299,6 +299,12 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
     overlapped.alpha -= ring_links ? in->ring_wait : in->pair_wait;
     c = &overlapped;
   }
+  baton__cost_t boxed;
+  if (flat) { /* its broadcast fans out past a mailbox */
+    boxed = *c;
+    boxed.room = in->box_bytes;
+    c = &boxed;
+  }
   double t = baton__model_time(algo, coll, in->size, bytes, c);
   if (t > 0 && direct && in->cma) {
     /* By the kernel: two rendezvous, and N-1 system calls, each priced
@@ -601,6 +607,7 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                            .tcp = s->tcp,
                            .tcp_inside = s->tcp_inside,
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
+                           .box_bytes = baton__flat_room(comm),
                            .direct_ok = direct_ok,
                            .cma = direct_ok && comm->mem_allocs == 0,
                            .cma_beta = s->cma_beta,

@@ -62,13 +62,14 @@ void baton__tune_path(const char *knob, char *path, size_t len);
 
 /* Everything a decision depends on, the same on every rank. */
 typedef struct {
-  int size;       /* N */
-  int tcp;        /* some link of the communicator is TCP: it sets the pace */
-  int tcp_inside; /* BATON_TRANSPORT=tcp with several ranks on a host */
-  int flat_fits;  /* baton__flat_fits for this call */
-  int direct_ok;  /* direct may serve: one host, and registered memory, or an allgather or
-                     alltoall with BATON_CMA (baton__algo_by_cma) */
-  int cma;        /* and it would copy by the kernel: the communicator has no registered memory */
+  int size;         /* N */
+  int tcp;          /* some link of the communicator is TCP: it sets the pace */
+  int tcp_inside;   /* BATON_TRANSPORT=tcp with several ranks on a host */
+  int flat_fits;    /* baton__flat_fits for this call */
+  double box_bytes; /* a mailbox's room: flat's broadcast past it fans out (0: never) */
+  int direct_ok;    /* direct may serve: one host, and registered memory, or an allgather or
+                       alltoall with BATON_CMA (baton__algo_by_cma) */
+  int cma;          /* and it would copy by the kernel: the communicator has no registered memory */
   double cache_bytes;            /* a core's L2 cache (rank 0's) */
   double cma_beta;               /* a copy by the kernel, s/B (rank 0's; 0: the kernel refused) */
   double memcpy_beta;            /* memcpy beside it, s/B (rank 0's, in the cache) */

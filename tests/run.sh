@@ -37,7 +37,9 @@
 # mpirun, Hydra and Slurm variables); test_cluster_net.sh (the emulated
 # cluster; root only); test_coll at 1, 2, 3, 4, 5 and 8 ranks (8
 # oversubscribes the cores), each also through the ring with 256-byte
-# segments, and once with the flat algorithm for every size; TCP, mixed and
+# segments, and once with the flat algorithm for every size (and its
+# broadcast's fan-out in small pieces, in flight and with a rank killed in
+# it); TCP, mixed and
 # emulated-host sweeps; test_coll with BATON_ALGO=rhd, rd, tree, naive and
 # hier; test_calls (two calls of one communicator interleaved step by step);
 # test_split (communicators made from communicators) with its kill tests,
@@ -231,6 +233,8 @@ build() {
 # so that the multi-segment, multi-round paths run on small buffers. The
 # large counts add little there and cost minutes, so that run is --quick.
 RING_SMALL="BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=256 BATON_TCP_SEGMENT_BYTES=256 BATON_STREAM_BYTES=0"
+# flat's broadcast fanned out in small pieces (below).
+FAN="BATON_ALGO=broadcast:flat BATON_FLAT_BYTES=0 BATON_SEGMENT_BYTES=1K"
 coll_at() {
   local n=$1 bin=$2
   run "test_coll -n $n" 1 "$bin/bin/baton-run" -n "$n" "$bin/tests/test_coll"
@@ -488,6 +492,26 @@ run "test_coll -n 3 --coll reduce --quick BATON_ALGO=reduce:ring BATON_SCRATCH_B
 # Every size through the flat algorithm, up to the largest counts.
 run "test_coll -n 5 BATON_FLAT_BYTES=16M" 1 \
   env BATON_FLAT_BYTES=16M "$BUILD/bin/baton-run" -n 5 "$BUILD/tests/test_coll"
+# flat's broadcast past a mailbox, through the fan-out stream: every count
+# past 32 bytes, in pieces of 1 KiB (8 places, so the root waits for the
+# slowest reader), two broadcasts in flight at once, and a rank killed in
+# the middle of one (pieces of 64 bytes make it last).
+for n in 2 3 4 8; do
+  run "test_coll -n $n --coll broadcast $FAN" 1 env $FAN "$BUILD/bin/baton-run" -n "$n" \
+    "$BUILD/tests/test_coll" --coll broadcast
+done
+# The chain, which the fan-out now takes big broadcasts from at 3 ranks
+# and up, still through 256-byte segments.
+for n in 3 4 8; do
+  run "test_coll -n $n --coll broadcast BATON_ALGO=broadcast:ring $RING_SMALL" 1 env \
+    BATON_ALGO=broadcast:ring $RING_SMALL "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" \
+    --coll broadcast
+done
+run "test_nonblocking -n 4 $FAN" 1 env $FAN "$BUILD/bin/baton-run" -n 4 \
+  "$BUILD/tests/test_nonblocking"
+run "test_failure kill 4 TEST_COLL=broadcast TEST_KILL_MS=30 (the fan-out)" 1 env BATON_TIMEOUT=20 \
+  TEST_COLL=broadcast TEST_KILL_MS=30 BATON_SEGMENT_BYTES=64 BATON_ALGO=broadcast:flat \
+  "$BUILD/tests/test_failure" kill 4
 # TCP on loopback: everywhere, with small segments over several sockets, and
 # mixed with shared memory (BATON_HOSTID makes one machine look like several
 # hosts; `%` interleaves them so the ring must reorder the ranks).
@@ -791,6 +815,8 @@ if build "make TSAN=1" 'tsan *' env -u MAKEFLAGS -u MFLAGS make -j2 TSAN=1; then
   run "tsan test_api -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_api
   # The calls in flight: the progress thread beside the caller.
   run "tsan test_nonblocking -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_nonblocking
+  run "tsan test_coll -n 3 --quick --coll broadcast $FAN" 1 env $FAN build-tsan/bin/baton-run -n 3 \
+    build-tsan/tests/test_coll --quick --coll broadcast
   run "tsan test_mem -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_mem
   run "tsan test_nonblocking -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
     build-tsan/bin/baton-run -n 3 build-tsan/tests/test_nonblocking

@@ -3,8 +3,11 @@
  * fail fast, with the right code and a message that says what happened.
  *
  *   test_failure kill N       rank N-1 is SIGKILLed in the middle of a run of
- *                             4 MiB allreduces; every other rank's call must
- *                             fail within 2 s with BATON_EREMOTE (or
+ *                             4 MiB allreduces (broadcasts from rank 0 with
+ *                             TEST_COLL=broadcast; with TEST_KILL_MS=T it
+ *                             dies T ms into the third call instead of
+ *                             before it); every other rank's call
+ *                             must fail within 2 s with BATON_EREMOTE (or
  *                             ETIMEDOUT) naming rank N-1, the collective's
  *                             number and the step, and later calls at once
  *   test_failure abort N      rank 0 is stuck waiting for rank N-1; another
@@ -41,6 +44,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,18 +102,32 @@ static baton_comm_t *join(const baton_unique_id_t *id) {
 
 /* ------------------------------------------------------------------ kill */
 
+static void *kill_later(void *ms) {
+  struct timespec ts = {0, (long)(intptr_t)ms * 1000000L};
+  nanosleep(&ts, NULL);
+  kill(getpid(), SIGKILL);
+  return NULL;
+}
+
 static void run_kill(const baton_unique_id_t *id) {
   baton_comm_t *comm = join(id);
   float *buf = calloc(BIG, sizeof *buf);
   int victim = size - 1;
+  const char *coll = getenv("TEST_COLL") ? getenv("TEST_COLL") : "allreduce";
+  int bcast = strcmp(coll, "broadcast") == 0;
+  int later = getenv("TEST_KILL_MS") ? atoi(getenv("TEST_KILL_MS")) : 0;
   for (int i = 0; i < 5; i++) {
-    if (i == 2 && rank == victim)
+    pthread_t t;
+    if (i == 2 && rank == victim &&
+        (later <= 0 || later > 999 ||
+         pthread_create(&t, NULL, kill_later, (void *)(intptr_t)later) != 0))
       kill(getpid(), SIGKILL);
     double t0 = now();
-    int rc = baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
+    int rc = bcast ? baton_broadcast(buf, buf, BIG, BATON_FLOAT32, 0, comm)
+                   : baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
     double took = now() - t0;
     if (i < 2) {
-      check(rc == BATON_OK, "allreduce %d before the kill: %s", i, baton_err_name(rc));
+      check(rc == BATON_OK, "%s %d before the kill: %s", coll, i, baton_err_name(rc));
       continue;
     }
     const char *msg = baton_comm_last_error(comm);
@@ -117,7 +135,7 @@ static void run_kill(const baton_unique_id_t *id) {
     snprintf(who, sizeof who, "rank %d", victim);
     int named = strstr(msg, who) != NULL && strstr(msg, "#3") != NULL;
     check((rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT) && took < 2.0 && named,
-          "allreduce %d after the kill: %s in %.3f s: %s", i, baton_err_name(rc), took, msg);
+          "%s %d after the kill: %s in %.3f s: %s", coll, i, baton_err_name(rc), took, msg);
     if (i == 2)
       check(strstr(msg, "step") != NULL || strstr(msg, "failed earlier") != NULL,
             "the first failure names the step");

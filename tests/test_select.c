@@ -147,6 +147,33 @@ static void test_extremes(void) {
          got ? got->name : "none");
 }
 
+/* flat's broadcast past a mailbox fans out: N copies of the buffer where
+ * the chain makes 2(N-1), so it wins at 4 ranks and loses at 2, where the
+ * chain's one hop is the fan-out's and it pays no rendezvous; within a
+ * mailbox it is the one rendezvous it always was. */
+static void test_fanout(void) {
+  const baton__algo_t *flat = baton__algo_find("flat"), *ring = baton__algo_find("ring");
+  baton__select_in_t four = costs(4, 1e-6, 0.2e-9, 1), two = costs(2, 0.5e-6, 0.1e-9, 1);
+  four.box_bytes = two.box_bytes = 64 << 10;
+  double big = 32 << 20;
+  double f4 = baton__select_predict(&four, flat, BATON__COLL_BROADCAST, big);
+  double r4 = baton__select_predict(&four, ring, BATON__COLL_BROADCAST, big);
+  EXPECT(f4 > 0 && f4 < r4, "4 ranks, 32 MiB broadcast: flat %.3g s, the chain %.3g s; want flat",
+         f4, r4);
+  double f2 = baton__select_predict(&two, flat, BATON__COLL_BROADCAST, big);
+  double r2 = baton__select_predict(&two, ring, BATON__COLL_BROADCAST, big);
+  EXPECT(f2 > r2, "2 ranks, 32 MiB broadcast: flat %.3g s, the chain %.3g s; want the chain", f2,
+         r2);
+  /* N/(2(N-1)) of the chain's bytes at 4 ranks: within a segment's share. */
+  double s = big / four.ring.segment, chain_b = big * four.ring.beta;
+  EXPECT(f4 > chain_b * 4 / 6 && f4 < chain_b * 4 / 6 * (1 + 2 / s) + (1 + s) * four.ring.alpha,
+         "4 ranks: flat %.4g s against 2/3 of the chain's bytes, %.4g s", f4, chain_b * 4 / 6);
+  double small = 32 << 10; /* within the mailbox: a + 2Kb */
+  double f4s = baton__select_predict(&four, flat, BATON__COLL_BROADCAST, small);
+  EXPECT(f4s == four.ring.alpha + 2 * small * four.ring.beta,
+         "4 ranks, 32 KiB within the mailbox: flat %.4g s, want a + 2Kb", f4s);
+}
+
 /* Two hosts of two ranks over a slow network, 2 MiB: the hierarchical
  * allreduce sends 1 buffer over the network instead of the ring's 1.5 and
  * folds through shared memory; with BATON_TRANSPORT=tcp its fold goes over
@@ -316,6 +343,7 @@ int main(void) {
   test_argmin();
   test_extremes();
   test_hier();
+  test_fanout();
   test_forced();
   test_deterministic();
   test_tune_file();

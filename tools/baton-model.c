@@ -230,8 +230,9 @@ static void quote(const char *s, char *out, size_t cap) {
   out[o] = '\0';
 }
 
-/* The largest BATON_FLAT_BYTES takes (param.c's range). */
+/* The largest BATON_FLAT_BYTES takes (param.c's range), and its default. */
 #define FLAT_BYTES_MAX (16 << 20)
+#define FLAT_MAILBOX (64 << 10)
 
 /* Why `algo` cannot run `coll` here (baton-run -n N on this host, the
  * transport the environment asks for), from its traits; NULL when it can.
@@ -254,7 +255,8 @@ static const char *cannot_run(const opts_t *o, const baton__algo_t *algo, baton_
   else if ((algo->traits & BATON__ALGO_REGISTERED) && transport && strcmp(transport, "tcp") == 0)
     snprintf(why, whylen, "%s works on memory the host's ranks share, and BATON_TRANSPORT=tcp",
              algo->name);
-  else if ((algo->traits & BATON__ALGO_MAILBOX) && *mailbox > FLAT_BYTES_MAX)
+  else if ((algo->traits & BATON__ALGO_MAILBOX) && coll != BATON__COLL_BROADCAST &&
+           *mailbox > FLAT_BYTES_MAX)
     snprintf(why, whylen, "%s takes at most %d MiB per rank (BATON_FLAT_BYTES)", algo->name,
              FLAT_BYTES_MAX >> 20);
   else
@@ -271,7 +273,9 @@ static double measure(const opts_t *o, const baton__algo_t *algo, char *why, siz
     return -1;
   char env[128];
   int len = snprintf(env, sizeof env, "BATON_ALGO=%s:%s", o->coll, algo->name);
-  if (algo->traits & BATON__ALGO_MAILBOX) /* the mailbox as large as the message */
+  /* The mailbox as large as the message; a broadcast fans out past the
+   * default one instead, as the prediction has it. */
+  if ((algo->traits & BATON__ALGO_MAILBOX) && coll != BATON__COLL_BROADCAST)
     snprintf(env + len, sizeof env - (size_t)len, " BATON_FLAT_BYTES=%.0f",
              mailbox > 64 << 10 ? mailbox : 64 << 10);
   char self[PATH_MAX], run[PATH_MAX + 16], qself[2 * PATH_MAX], qrun[2 * PATH_MAX + 40];
@@ -331,7 +335,10 @@ static void report(const opts_t *o) {
       continue;
     row_t *r = &rows[nrows++];
     r->algo = &algos[i];
-    r->predicted = baton__model_time(&algos[i], coll, o->n, o->bytes, &o->cost);
+    baton__cost_t c = o->cost;
+    if (algos[i].traits & BATON__ALGO_MAILBOX) /* flat's broadcast fans out past the mailbox */
+      c.room = coll == BATON__COLL_BROADCAST ? FLAT_MAILBOX : 0;
+    r->predicted = baton__model_time(&algos[i], coll, o->n, o->bytes, &c);
     r->measured = -1;
     snprintf(r->why, sizeof r->why, "-");
   }

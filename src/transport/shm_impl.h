@@ -54,8 +54,13 @@ typedef struct {
   _Atomic uint32_t ver;
   baton__sig_t call;
   char pad1[CACHELINE - 8 - sizeof(baton__sig_t)];
+  /* The third: how many pieces of the host's fan-out stream it has done
+   * (put, or copied out), which the others wait for (baton__shm_fan_wait). */
+  _Atomic uint32_t fan;
+  _Atomic uint32_t fan_waiting; /* a peer sleeps on `fan` */
+  char pad2[CACHELINE - 8];
 } rank_slot_t;
-_Static_assert(sizeof(rank_slot_t) == 2 * CACHELINE, "rank_slot_t is two cache lines");
+_Static_assert(sizeof(rank_slot_t) == 3 * CACHELINE, "rank_slot_t is three cache lines");
 
 /* A mailbox starts with its owner's arrival flag, in the same cache line as
  * the first bytes of data: a peer that sees the flag already holds a tiny
@@ -124,6 +129,11 @@ static inline size_t ranks_bytes(int size) {
 
 static inline size_t header_bytes(int size, size_t mailbox_bytes) {
   return align_up(ranks_bytes(size) + 2 * (size_t)size * mailbox_bytes, 4096);
+}
+
+/* The fan-out area after the channels: nslots pieces of slot_bytes. */
+static inline size_t fan_bytes(uint32_t nslots, size_t slot_bytes) {
+  return align_up((size_t)nslots * slot_bytes, 4096);
 }
 
 static inline long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
@@ -208,5 +218,12 @@ void baton__shm_publish(void *s, const baton__sig_t *sig);
  * rank may fill the next call's mailbox while others still read this one. */
 void *baton__shm_mailbox(void *s, int rank, uint32_t call);
 size_t baton__shm_mailbox_bytes(const void *s);
+/* The fan-out stream, behind baton__shm_fabric's fan_* (shm_mailbox.c). */
+size_t baton__shm_fan_bytes(const void *s);
+int baton__shm_fan_put(void *s, uint32_t g, void **piece, double timeout_s, char *why,
+                       size_t whylen);
+int baton__shm_fan_get(void *s, int writer, uint32_t g, const void **piece, double timeout_s,
+                       char *why, size_t whylen);
+void baton__shm_fan_done(void *s, uint32_t g);
 
 #endif /* BATON_SHM_IMPL_H */

@@ -10,11 +10,11 @@
  * machines, which must never happen inside a collective.
  *
  * The ranks of one host are numbered by local index (ascending global
- * rank). After the header come each rank's lines (pid, current call), two
- * sets of mailboxes (calls alternate between them) and the channels
- * (shm_channel.c). A rendezvous marks this rank arrived in its mailbox and
- * waits for the others' marks; the header's poison is how a failure reaches
- * every rank of the host.
+ * rank). After the header come each rank's lines (pid, current call, its
+ * count in the fan-out stream), two sets of mailboxes (calls alternate
+ * between them), the channels (shm_channel.c) and the fan-out area. A rendezvous marks this rank
+ * arrived in its mailbox and waits for the others' marks; the header's poison is how a failure
+ * reaches every rank of the host.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +45,72 @@ void *baton__shm_mailbox(void *impl, int rank, uint32_t call) {
 size_t baton__shm_mailbox_bytes(const void *impl) {
   const baton__shm_t *s = impl;
   return s->hdr->flat_bytes;
+}
+
+/* ---------------------------------------------------- the fan-out stream */
+
+/* The area at the end of the segment holds the host's fan-out stream: flat's
+ * broadcast past a mailbox puts its pieces there one after the other, the
+ * root writing each into place g % nslots and the others copying it out.
+ * Every rank counts the pieces it has done in its third line: the writer of
+ * piece g waits until every other rank has done piece g - nslots (so its
+ * place is free), a reader until the writer has put piece g. The pieces of
+ * successive broadcasts, whatever their roots, run on in one numbering
+ * (exec.c), so no broadcast waits for the one before it to drain. */
+size_t baton__shm_fan_bytes(const void *impl) {
+  const baton__shm_t *s = impl;
+  return s->hdr->slot_bytes;
+}
+
+static void *fan_place(baton__shm_t *s, uint32_t g) {
+  size_t area = fan_bytes(s->hdr->nslots, s->hdr->slot_bytes);
+  return (char *)s->base + s->bytes - area + (size_t)(g % s->hdr->nslots) * s->hdr->slot_bytes;
+}
+
+/* Until rank's count reaches target; why says who and what otherwise. */
+static int fan_wait(baton__shm_t *s, int rank, uint32_t target, double timeout_s, char *why,
+                    size_t whylen) {
+  rank_slot_t *r = &s->hdr->ranks[local_index(s, rank)];
+  if (reached_soon(s, &r->fan, target))
+    return 0;
+  pid_t pid = atomic_load_explicit(&r->pid, memory_order_relaxed);
+  int rc = baton__shm_wait_for(s, &r->fan, target, &r->fan_waiting, pid, timeout_s);
+  if (rc && s->watched)
+    snprintf(why, whylen, "%s", s->why);
+  else if (rc == BATON_EREMOTE)
+    snprintf(why, whylen, "rank %d (pid %d) died", rank, (int)pid);
+  else if (rc)
+    snprintf(why, whylen, "rank %d did not finish its piece %u in %.0f s", rank,
+             (unsigned)(target - 1), timeout_s);
+  return rc;
+}
+
+int baton__shm_fan_put(void *impl, uint32_t g, void **piece, double timeout_s, char *why,
+                       size_t whylen) {
+  baton__shm_t *s = impl;
+  for (int q = 0; q < s->size; q++) {
+    int rc =
+        q == s->rank ? 0 : fan_wait(s, s->local[q], g - s->hdr->nslots + 1, timeout_s, why, whylen);
+    if (rc)
+      return rc;
+  }
+  *piece = fan_place(s, g);
+  return 0;
+}
+
+int baton__shm_fan_get(void *impl, int writer, uint32_t g, const void **piece, double timeout_s,
+                       char *why, size_t whylen) {
+  baton__shm_t *s = impl;
+  int rc = fan_wait(s, writer, g + 1, timeout_s, why, whylen);
+  *piece = rc ? NULL : fan_place(s, g);
+  return rc;
+}
+
+void baton__shm_fan_done(void *impl, uint32_t g) {
+  baton__shm_t *s = impl;
+  rank_slot_t *me = &s->hdr->ranks[s->rank];
+  atomic_store_explicit(&me->fan, g + 1, memory_order_release);
+  wake(&me->fan, &me->fan_waiting, 1); /* the writer's: every other rank may sleep on it */
 }
 
 /* A mailbox holds flat's message, and at least BATON__SHOW_BYTES for what
@@ -332,7 +398,8 @@ int baton__shm_setup(baton__store_t *st, const char *key, int rank, const int *l
       header_bytes(size, mailbox_of(p)) +
       (size_t)size * align_up(chan_bytes((uint32_t)p->shm_slots, s->send_conn.slot_bytes), 4096) +
       (size_t)size * (size_t)(size - 1) *
-          align_up(chan_bytes((uint32_t)p->shm_slots, pair_slot_bytes(p)), 4096);
+          align_up(chan_bytes((uint32_t)p->shm_slots, pair_slot_bytes(p)), 4096) +
+      fan_bytes((uint32_t)p->shm_slots, s->send_conn.slot_bytes);
   s->pair_send_chan = calloc((size_t)size, sizeof(chan_t));
   s->pair_recv_chan = calloc((size_t)size, sizeof(chan_t));
   s->pair_send = calloc((size_t)size, sizeof(baton__conn_t));
@@ -426,4 +493,8 @@ const baton__fabric_t baton__shm_fabric = {
     .publish = baton__shm_publish,
     .mailbox = baton__shm_mailbox,
     .mailbox_bytes = baton__shm_mailbox_bytes,
+    .fan_bytes = baton__shm_fan_bytes,
+    .fan_put = baton__shm_fan_put,
+    .fan_get = baton__shm_fan_get,
+    .fan_done = baton__shm_fan_done,
 };

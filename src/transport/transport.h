@@ -147,6 +147,17 @@ typedef struct {
   void (*publish)(void *t, const baton__sig_t *sig);
   void *(*mailbox)(void *t, int rank, uint32_t call);
   size_t (*mailbox_bytes)(const void *t); /* flat's room; every mailbox has BATON__SHOW_BYTES */
+  /* The host's fan-out stream (shared memory; NULL for TCP): one writer at
+   * a time puts numbered pieces, every other rank of the host copies each
+   * out (flat's broadcast past a mailbox, exec.c). fan_put waits until
+   * piece g's place is free, fan_get until `writer` has put piece g;
+   * fan_done says this rank has put or copied piece g. A piece holds
+   * fan_bytes. Failures as arrive's. */
+  size_t (*fan_bytes)(const void *t);
+  int (*fan_put)(void *t, uint32_t g, void **piece, double timeout_s, char *why, size_t whylen);
+  int (*fan_get)(void *t, int writer, uint32_t g, const void **piece, double timeout_s, char *why,
+                 size_t whylen);
+  void (*fan_done)(void *t, uint32_t g);
 } baton__fabric_t;
 
 /* One transport of a communicator: its table and its instance. */
