@@ -102,6 +102,8 @@ static int fan_get(baton__call_t *c, const baton__step_t *st) {
                               sizeof why);
   if (rc)
     return baton__step_fail(c, st, rc, why);
+  /* Plain stores: streamed as the chain's copies out are, N=4 on 2 cores
+   * ran 1.1x slower at 16 MiB and level at 128 MiB. */
   memcpy(work_ptr(c, st->chunk, 0), piece, piece_len(c, st->chunk) * c->elsize);
   host->ops->fan_done(host->impl, g);
   return 0;

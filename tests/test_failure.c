@@ -5,8 +5,8 @@
  *   test_failure kill N       rank N-1 is SIGKILLed in the middle of a run of
  *                             4 MiB allreduces (broadcasts from rank 0 with
  *                             TEST_COLL=broadcast; with TEST_KILL_MS=T it
- *                             dies T ms into the third call instead of
- *                             before it); every other rank's call
+ *                             dies T ms into the third call, or a later
+ *                             one, instead of before it); every other rank's call
  *                             must fail within 2 s with BATON_EREMOTE (or
  *                             ETIMEDOUT) naming rank N-1, the collective's
  *                             number and the step, and later calls at once
@@ -115,31 +115,41 @@ static void run_kill(const baton_unique_id_t *id) {
   int victim = size - 1;
   const char *coll = getenv("TEST_COLL") ? getenv("TEST_COLL") : "allreduce";
   int bcast = strcmp(coll, "broadcast") == 0;
+  /* TEST_KILL_MS: the victim dies that long into the third call, or into
+   * a later one if the third is over by then; the others call until one
+   * fails. Else it dies just before the third. */
   int later = getenv("TEST_KILL_MS") ? atoi(getenv("TEST_KILL_MS")) : 0;
-  for (int i = 0; i < 5; i++) {
+  later = later > 0 && later < 1000 ? later : 0;
+  int failed_at = -1, calls = later ? 1000 : 5;
+  for (int i = 0; i < calls && (failed_at < 0 || i <= failed_at + 2); i++) {
     pthread_t t;
     if (i == 2 && rank == victim &&
-        (later <= 0 || later > 999 ||
-         pthread_create(&t, NULL, kill_later, (void *)(intptr_t)later) != 0))
+        (!later || pthread_create(&t, NULL, kill_later, (void *)(intptr_t)later) != 0))
       kill(getpid(), SIGKILL);
     double t0 = now();
     int rc = bcast ? baton_broadcast(buf, buf, BIG, BATON_FLOAT32, 0, comm)
                    : baton_allreduce(buf, buf, BIG, BATON_FLOAT32, BATON_SUM, comm);
     double took = now() - t0;
-    if (i < 2) {
-      check(rc == BATON_OK, "%s %d before the kill: %s", coll, i, baton_err_name(rc));
+    if (i < 2 || (later && failed_at < 0 && rc == BATON_OK)) {
+      check(rc == BATON_OK || i >= 2, "%s %d before the kill: %s", coll, i, baton_err_name(rc));
       continue;
     }
+    int first = failed_at < 0;
+    if (first)
+      failed_at = i;
     const char *msg = baton_comm_last_error(comm);
-    char who[32];
+    char who[32], num[24];
     snprintf(who, sizeof who, "rank %d", victim);
-    int named = strstr(msg, who) != NULL && strstr(msg, "#3") != NULL;
+    snprintf(num, sizeof num, "#%d", failed_at + 1); /* the call the victim died in */
+    int named = strstr(msg, who) != NULL && strstr(msg, num) != NULL;
     check((rc == BATON_EREMOTE || rc == BATON_ETIMEDOUT) && took < 2.0 && named,
           "%s %d after the kill: %s in %.3f s: %s", coll, i, baton_err_name(rc), took, msg);
-    if (i == 2)
+    if (first)
       check(strstr(msg, "step") != NULL || strstr(msg, "failed earlier") != NULL,
             "the first failure names the step");
   }
+  check(failed_at >= 0, "%s: a call failed once rank %d was killed (%d calls)", coll, victim,
+        calls);
   free(buf);
   baton_comm_destroy(comm);
 }

@@ -67,10 +67,12 @@ static void *fan_place(baton__shm_t *s, uint32_t g) {
   return (char *)s->base + s->bytes - area + (size_t)(g % s->hdr->nslots) * s->hdr->slot_bytes;
 }
 
-/* Until rank's count reaches target; why says who and what otherwise. */
-static int fan_wait(baton__shm_t *s, int rank, uint32_t target, double timeout_s, char *why,
+/* Until local rank q's count reaches target; why says who and what
+ * otherwise. */
+static int fan_wait(baton__shm_t *s, int q, uint32_t target, double timeout_s, char *why,
                     size_t whylen) {
-  rank_slot_t *r = &s->hdr->ranks[local_index(s, rank)];
+  rank_slot_t *r = &s->hdr->ranks[q];
+  int rank = s->local[q];
   if (reached_soon(s, &r->fan, target))
     return 0;
   pid_t pid = atomic_load_explicit(&r->pid, memory_order_relaxed);
@@ -89,8 +91,7 @@ int baton__shm_fan_put(void *impl, uint32_t g, void **piece, double timeout_s, c
                        size_t whylen) {
   baton__shm_t *s = impl;
   for (int q = 0; q < s->size; q++) {
-    int rc =
-        q == s->rank ? 0 : fan_wait(s, s->local[q], g - s->hdr->nslots + 1, timeout_s, why, whylen);
+    int rc = q == s->rank ? 0 : fan_wait(s, q, g - s->hdr->nslots + 1, timeout_s, why, whylen);
     if (rc)
       return rc;
   }
@@ -101,7 +102,7 @@ int baton__shm_fan_put(void *impl, uint32_t g, void **piece, double timeout_s, c
 int baton__shm_fan_get(void *impl, int writer, uint32_t g, const void **piece, double timeout_s,
                        char *why, size_t whylen) {
   baton__shm_t *s = impl;
-  int rc = fan_wait(s, writer, g + 1, timeout_s, why, whylen);
+  int rc = fan_wait(s, local_index(s, writer), g + 1, timeout_s, why, whylen);
   *piece = rc ? NULL : fan_place(s, g);
   return rc;
 }
