@@ -53,15 +53,14 @@ double baton__flat_room(const baton_comm_t *comm) {
              : 0;
 }
 
-/* Whether a flat call is a broadcast past a mailbox, which takes the
- * host's fan-out stream (transport.h) a piece a round instead: the root
+/* A flat call that is a broadcast past a mailbox (x.fan, set by
+ * baton__exec_prepare) takes the host's fan-out stream (transport.h) a
+ * piece a round instead: the root
  * puts each piece once and every other rank copies it out, N copies of
  * the buffer where a chain or a tree makes 2(N-1), and no rank waits for
  * more than the pieces in flight. The first round's rendezvous compares
  * the ranks' calls, and places the call's pieces in the stream: the next
  * ones after the last broadcast's, which every rank has done by then. */
-static int fanned(const baton__call_t *c) { return c->x.fan; }
-
 static uint32_t fan_round(const baton__call_t *c) {
   return (uint32_t)(c->x.round_start / c->x.piece);
 }
@@ -167,7 +166,7 @@ static int put_span(baton__call_t *c, const baton__step_t *st, int first, size_t
 static int mailbox_put(baton__call_t *c, int i) {
   const baton__step_t *st = &c->sched.steps[i];
   baton_comm_t *comm = c->comm;
-  if (fanned(c))
+  if (c->x.fan)
     return fan_put(c, st);
   if (!comm->boxes_known)
     learn_boxes(comm);
@@ -262,7 +261,7 @@ static int run_step(baton__call_t *c, int i) {
     return mailbox_put(c, i);
   case BATON__STEP_MAILBOX_COPY:
   case BATON__STEP_MAILBOX_REDUCE:
-    if (fanned(c))
+    if (c->x.fan)
       return fan_get(c, st);
     /* After the put, so the mailboxes are known. */
     return c->one_span[i] >= 0 ? read_span(c, st, c->one_span[i], c->span_elems[i])

@@ -673,11 +673,11 @@ static const baton__algo_t *select_as(baton_comm_t *comm, baton__coll_t coll, si
   return pick;
 }
 
-/* Direct may serve on one host once the communicator has direct_ok
+/* Direct may serve on one host once the communicator has registered
  * memory (an allocation is collective, so every rank decides alike,
  * whatever its own buffers are), and a copy collective with BATON_CMA:
  * the direct algorithm's first step finds out whether every rank's
- * buffers are direct_ok, or else whether every rank reaches the others
+ * buffers are registered, or else whether every rank reaches the others
  * through the kernel (exec_direct.c). */
 const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                    size_t elsize) {

@@ -55,7 +55,7 @@ typedef struct {
   baton__sig_t call;
   char pad1[CACHELINE - 8 - sizeof(baton__sig_t)];
   /* The third: how many pieces of the host's fan-out stream it has done
-   * (put, or copied out), which the others wait for (baton__shm_fan_wait). */
+   * (put, or copied out), which the others wait for (shm_mailbox.c). */
   _Atomic uint32_t fan;
   _Atomic uint32_t fan_waiting; /* a peer sleeps on `fan` */
   char pad2[CACHELINE - 8];

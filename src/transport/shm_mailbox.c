@@ -12,9 +12,10 @@
  * The ranks of one host are numbered by local index (ascending global
  * rank). After the header come each rank's lines (pid, current call, its
  * count in the fan-out stream), two sets of mailboxes (calls alternate
- * between them), the channels (shm_channel.c) and the fan-out area. A rendezvous marks this rank
- * arrived in its mailbox and waits for the others' marks; the header's poison is how a failure
- * reaches every rank of the host.
+ * between them), the channels (shm_channel.c) and the fan-out area. A
+ * rendezvous marks this rank arrived in its mailbox and waits for the
+ * others' marks; the header's poison is how a failure reaches every rank
+ * of the host.
  */
 #include <errno.h>
 #include <fcntl.h>
