@@ -312,13 +312,15 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
      * core-mate may hold the core: N=4 on 2 cores, 8-32 KiB, pairwise ran
      * 1.2-1.6x faster than the two rendezvous alone predict for direct);
      * the (N-1)/N K bytes that cross between the ranks are copied once,
-     * where a staged message copies them twice: b/2 a byte. (Rank 0's
+     * where a staged message copies them twice: b/2 a byte; an alltoall's
+     * own block too (1/N K), as pairwise's formula counts it (the ring's
+     * allgather does not count its own). (Rank 0's
      * measured kernel copy, 0.082 ns/B on the Intel Xeon, priced it above
      * b/2 and lost picks that ran 1.2-2.5x faster by the kernel: N=2, 512
      * KiB alltoall took 17 us by the kernel and 37 staged, where the pair
      * channels' b says 24; the staged byte costs more than b here.) */
-    double n = in->size;
-    return 2 * in->ring.alpha + (n - 1) * in->pair.alpha + (n - 1) / n * bytes * in->pair.beta / 2;
+    double n = in->size, copied = coll == BATON__COLL_ALLTOALL ? bytes : (n - 1) / n * bytes;
+    return 2 * in->ring.alpha + (n - 1) * in->pair.alpha + copied * in->pair.beta / 2;
   }
   if (t > 0 && (algo->traits & BATON__ALGO_HOST_LEADERS)) {
     /* Its formula counts the fold and unfold inside a host as reductions

@@ -599,6 +599,9 @@ run "test_coll -n 3 --quick BATON_ALGO=direct BATON_STREAM_BYTES=0 (CMA)" 1 env 
 run "test_cma.sh" 1 env BUILD="$BUILD" bash tests/test_cma.sh
 run "test_coll -n 4 --registered all" 1 "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll" \
   --registered all
+# The automatic choice at N=2, where direct now takes large alltoalls.
+run "test_coll -n 2 --quick --registered all" 1 "$BUILD/bin/baton-run" -n 2 \
+  "$BUILD/tests/test_coll" --quick --registered all
 run "test_coll -n 4 --quick --registered all 2 hosts x 2 ranks" 1 "$BUILD/bin/baton-run" -n 4 \
   sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" --quick --registered all' \
   "$BUILD/tests/test_coll"

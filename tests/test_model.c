@@ -56,7 +56,7 @@ int main(void) {
   near(T(REDUCE_SCATTER, "flat", 4, K, &c), a + 1.25 * K * b + 0.75 * K * g,
        "flat reduce_scatter N=4: the input into the mailbox, its chunk of the others pulled");
   near(T(ALLREDUCE, "rhd", 8, K, &c), 6 * a + 1.75 * K * b + 0.875 * K * g, "Rabenseifner N=8");
-  near(T(ALLTOALL, "pairwise", 4, K, &c), 3 * (a + K / 4 * b), "pairwise alltoall");
+  near(T(ALLTOALL, "pairwise", 4, K, &c), 3 * (a + K / 4 * b) + K / 8 * b, "pairwise alltoall");
   near(T(ALLREDUCE, "naive", 4, K, &c), 2 * a + 3 * (2 * K * b + K * g),
        "naive allreduce N=4: one latency a leg, the bytes one after the other at the hub");
   near(T(ALLREDUCE, "flat", 4, K, &c), a + 2 * K * b + 3 * K * g,

@@ -178,6 +178,29 @@ static void test_fanout(void) {
  * allreduce sends 1 buffer over the network instead of the ring's 1.5 and
  * folds through shared memory; with BATON_TRANSPORT=tcp its fold goes over
  * TCP too and it loses. */
+/* On registered buffers at N=2 a large alltoall goes direct: pairwise
+ * copies its own block as well as sending the other (docs/performance.md:
+ * 1.5-1.9x faster direct from 512 KiB), and without that block in its price
+ * pairwise won every size by the one alpha it saves. */
+static void test_alltoall_registered(void) {
+  baton__select_in_t two = costs(2, 0.5e-6, 0.1e-9, 1);
+  two.pair.alpha = two.ring.alpha, two.pair.beta = two.ring.beta; /* as measured here */
+  two.pair_piece = 1 << 30;                                       /* one round */
+  two.direct_ok = 1;
+  baton__cand_t c[16];
+  int n;
+  char why[256];
+  const baton__algo_t *got =
+      baton__select_rank(&two, BATON__COLL_ALLTOALL, 8 << 20, c, 16, &n, why, sizeof why);
+  EXPECT(got && strcmp(got->name, "direct") == 0,
+         "N=2 8 MiB alltoall on registered buffers: got %s, want direct", got ? got->name : "none");
+  two.direct_ok = 0;
+  got = baton__select_rank(&two, BATON__COLL_ALLTOALL, 8 << 20, c, 16, &n, why, sizeof why);
+  EXPECT(got && strcmp(got->name, "pairwise") == 0,
+         "N=2 8 MiB alltoall, unregistered, no CMA: got %s, want pairwise",
+         got ? got->name : "none");
+}
+
 static void test_hier(void) {
   const baton__algo_t *hier = baton__algo_find("hier");
   if (!hier) {
@@ -344,6 +367,7 @@ int main(void) {
   test_extremes();
   test_hier();
   test_fanout();
+  test_alltoall_registered();
   test_forced();
   test_deterministic();
   test_tune_file();
