@@ -38,12 +38,15 @@
 #   --rate RATE    link rate of the emulated hosts (default 1gbit)
 #   --colls LIST   collectives, comma-separated (default all five;
 #                  allgather_base: baton's _all_gather_base beside Gloo's list)
+#   --registered   baton's tensors from baton.torch.empty (registered memory:
+#                  the direct algorithm, no staging copy); Gloo's as ever.
+#                  The report says so in its header
 #   --out DIR      where the report goes (default bench/results)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 PARTS="shm2 shm4 cluster4 ddp ddp-cluster4"
-MINB=8 MAXB=128M BUDGET=0.5 REPS=1 STEPS=8 RATE=1gbit OUTDIR=bench/results
+MINB=8 MAXB=128M BUDGET=0.5 REPS=1 STEPS=8 RATE=1gbit OUTDIR=bench/results REGISTERED=
 COLLS=allreduce,allgather,reduce_scatter,broadcast,alltoall
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
@@ -64,6 +67,7 @@ while [ $# -gt 0 ]; do
     --rate) RATE=$2; shift 2 ;;
     --colls) COLLS=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
+    --registered) REGISTERED=--registered; shift ;;
     --inside) shift; break ;; # internal: a part inside `cluster.sh with`
     -h|--help) sed -n '2,/^set -uo/s/^# \{0,1\}//p' "$0" | grep -v '^set -uo'; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
@@ -84,7 +88,7 @@ BATON_RUN=$BUILD/bin/baton-run
 PYTHONPATH=python "$PY" -c 'import baton.torch' 2>/dev/null ||
   die "$PY cannot import baton.torch: $(PYTHONPATH=python "$PY" -c 'import baton.torch' 2>&1 | tail -n 1)"
 BENCH=(bench/torch_bench.py --min "$MINB" --max "$MAXB" --budget "$BUDGET" --reps "$REPS"
-  --colls "$COLLS")
+  --colls "$COLLS" $REGISTERED)
 TRAIN=(examples/train_torch.py --steps "$STEPS" --warmup 2 --json)
 
 # --inside RAW PART: inside `cluster.sh with 4`: iperf3, then the part.
@@ -175,7 +179,7 @@ for part in $PARTS; do
       command -v iperf3 >/dev/null ||
         say "no iperf3 (apt-get install -y iperf3): the link's rate is not measured, nor the share of it"
       "$CLUSTER" with 4 --rate "$RATE" -- bash "$0" --budget "$BUDGET" --reps "$REPS" --min "$MINB" \
-        --max "$MAXB" --colls "$COLLS" --inside "$RAW" cluster4 >"$RAW/$part.jsonl" 2>"$RAW/$part.log" ||
+        --max "$MAXB" --colls "$COLLS" $REGISTERED --inside "$RAW" cluster4 >"$RAW/$part.jsonl" 2>"$RAW/$part.log" ||
         say "cluster4 failed; see $RAW/$part.log" ;;
     ddp)
       [ ${#alone_runs[@]} -gt 0 ] || ddp_alone
@@ -212,6 +216,7 @@ EOF
   echo '```'
   echo
   echo "Times are a call's time on the slowest rank (mean over the calls of a measurement, best of $REPS), through torch.distributed: baton's group and a Gloo group in the same processes, one right after the other at each size. Sizes are the whole buffer of a call (nccl-tests' convention), float32. Gloo 1.13 has no reduce_scatter: its column there is all_reduce of the whole input."
+  [ -n "$REGISTERED" ] && { echo; echo "--registered: baton's tensors come from baton.torch.empty (registered memory, so the direct algorithm on one host); Gloo's are ordinary tensors."; }
   [ -n "$iperf" ] && { echo; echo "iperf3 over one link of the emulated hosts, host 1 -> host 0, 5 s: $iperf MB/s."; }
 } >"$RAW/header.md"
 "$PY" bench/torch_bench.py report "$RAW" "$OUT" >/dev/null || die "the report failed"

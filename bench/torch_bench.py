@@ -78,27 +78,34 @@ def measure(args):
         g = groups[backend]
         count = max(1, size // 4)
         share = max(1, count // n)
+
+        def empty(k):  # --registered: baton's buffers from baton.torch.empty
+            return baton.torch.empty(k) if args.registered and backend == "baton" else \
+                torch.empty(k)
+
+        def ones(k):
+            return empty(k).fill_(1)
         if coll == "allreduce":
-            t = torch.ones(count)
+            t = ones(count)
             return lambda: dist.all_reduce(t, group=g)
         if coll == "allgather":
-            x, outs = torch.ones(share), [torch.empty(share) for _ in range(n)]
+            x, outs = ones(share), [empty(share) for _ in range(n)]
             return lambda: dist.all_gather(outs, x, group=g)
         if coll == "allgather_base":
-            x, out = torch.ones(share), torch.empty(share * n)
+            x, out = ones(share), empty(share * n)
             if backend == "gloo":  # Gloo 1.13 has no _allgather_base
                 outs = [torch.empty(share) for _ in range(n)]
                 return lambda: dist.all_gather(outs, x, group=g)
             return lambda: dist._all_gather_base(out, x, group=g)
         if coll == "reduce_scatter":
-            x, out = torch.ones(share * n), torch.empty(share)
+            x, out = ones(share * n), empty(share)
             if backend == "gloo":  # Gloo 1.13 has no reduce_scatter of any form
                 return lambda: dist.all_reduce(x, group=g)
             return lambda: dist._reduce_scatter_base(out, x, group=g)
         if coll == "broadcast":
-            t = torch.ones(count)
+            t = ones(count)
             return lambda: dist.broadcast(t, 0, group=g)
-        x, out = torch.ones(share * n), torch.empty(share * n)
+        x, out = ones(share * n), empty(share * n)
         return lambda: dist.all_to_all_single(out, x, group=g)
 
     def timed(fn, group):
@@ -264,6 +271,9 @@ def main():
                     help="seconds of calls per measurement (default 0.5)")
     ap.add_argument("--iters", type=int, default=1000, help="at most this many calls")
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--registered", action="store_true",
+                    help="baton's tensors from baton.torch.empty (registered memory); Gloo's "
+                         "as ever")
     return measure(ap.parse_args())
 
 

@@ -20,6 +20,8 @@ same inputs:
   - calls in flight (async_op=True) waited in a different order on each
     rank, Work.is_completed/wait/get_future and a future's then(); many
     dropped without a wait, each freed when it completes;
+  - tensors over registered memory (baton.torch.empty) on every rank and
+    on some, their memory given back, one outliving its group;
   - refusals (PREMUL_SUM, sparse, meta, non-contiguous, negated, complex,
     sizes that do not match, recv without src), the RuntimeError's text
     checked; a count that differs between ranks, and a group's own timeout.
@@ -698,6 +700,110 @@ def dropped():
     dist.destroy_process_group(g)
 
 
+# ------------------------------------------------------------------ registered memory
+
+
+def baton_maps():
+    """How many mappings of this process's own registered memory it has
+    (baton's files /dev/shm/baton-mem-PID-...; a peer's stay mapped until
+    every rank has freed its own), to see that a tensor's memory is given
+    back."""
+    mine = "/baton-mem-%d-" % os.getpid()
+    with open("/proc/self/maps") as f:
+        return sum(1 for line in f if mine in line)
+
+
+def registered():
+    """baton.torch.empty: tensors over registered memory. The calls that work
+    on the caller's tensors (all_reduce, broadcast, _all_gather_base,
+    _reduce_scatter_base, all_to_all_single), in and out of place, on
+    registered tensors on every rank and on every other rank only (the rest
+    ordinary: the staged path), x float32, bfloat16, int64, past the flat
+    algorithm's 64 KiB and not, against the reference; then the memory given
+    back once the tensor is gone (a call in flight holding it back), a tensor
+    outliving its group, and the refusals. In a group of its own."""
+    if BACKEND != "baton":
+        return
+    bt = sys.modules["baton.torch"]
+    g = dist.new_group(backend=BACKEND)
+    for mode in ("every rank", "every other rank"):
+        use = mode == "every rank" or RANK % 2 == 0
+
+        def alloc(k, dt):  # collective on every rank; used where `use`
+            t = bt.empty(k, dtype=dt, group=g)
+            return t if use else torch.empty(k, dtype=dt)
+        for dt in (F32, BF16, torch.int64):
+            for n in (13, 40000):
+                key = "registered/%s/%d" % (name(dt), n)
+                what = "registered on %s: %%s %s n=%d" % (mode, name(dt), n)
+                ins = [gen(key, q, n * W, dt, "exact") for q in range(W)]
+                x = alloc(n * W, dt)
+                x.copy_(ins[RANK])
+                dist.all_reduce(x, group=g)
+                compare(what % "all_reduce in place", x, reduce_ref(ins, dt, "SUM"))
+                x = alloc(n * W, dt)
+                x.copy_(ins[RANK])
+                out = alloc(n, dt)
+                dist._reduce_scatter_base(out, x, group=g)
+                mine = [t[RANK * n:(RANK + 1) * n] for t in ins]
+                compare(what % "_reduce_scatter_base", out, reduce_ref(mine, dt, "SUM"))
+                part = alloc(n, dt)
+                part.copy_(ins[RANK][:n])
+                full = alloc(n * W, dt)
+                dist._all_gather_base(full, part, group=g)
+                compare(what % "_all_gather_base", full, torch.cat([t[:n] for t in ins]))
+                dist._all_gather_base(full, full[RANK * n:(RANK + 1) * n], group=g)
+                compare(what % "_all_gather_base in place", full,
+                        torch.cat([t[:n] for t in ins]))
+                b = alloc(n, dt)
+                b.copy_(ins[RANK][:n])
+                dist.broadcast(b, W - 1, group=g)
+                compare(what % "broadcast", b, ins[W - 1][:n])
+                out = alloc(n * W, dt)
+                dist.all_to_all_single(out, x, group=g)
+                compare(what % "all_to_all_single", out,
+                        torch.cat([t[RANK * n:(RANK + 1) * n] for t in ins]))
+                del x, out, part, full, b
+    # Given back: a tensor gone while a call is in flight waits for the
+    # next call; then the mappings are what they were.
+    # Shared on one host with shared memory; plain memory otherwise (baton.h).
+    shared = W > 1 and "BATON_HOSTID" not in os.environ and \
+        os.environ.get("BATON_TRANSPORT") != "tcp"
+    dist.barrier(group=g)
+    before = baton_maps()
+    x = bt.empty(1 << 18, group=g)
+    T.check((baton_maps() > before) == shared, "baton.torch.empty maps registered memory "
+            "where the group is on one host, plain memory elsewhere",
+            "%d mappings before, %d after, %s" % (before, baton_maps(),
+                                                  "shared" if shared else "not shared"))
+    y = torch.ones(100)
+    work = dist.all_reduce(y, group=g, async_op=True)
+    del x  # with the all_reduce perhaps in flight
+    work.wait()
+    dist.all_reduce(torch.ones(1), group=g)  # the next call frees it
+    T.check(baton_maps() <= before, "a registered tensor's memory given back when it is gone",
+            "%d mappings, %d before" % (baton_maps(), before))
+    compare("all_reduce beside a registered tensor gone", y, torch.full((100,), float(W)))
+    # A view keeps the memory; the tensor outlives its group.
+    v = bt.empty(4, 5, dtype=F64, group=g)[1:3]
+    v.fill_(RANK)
+    dist.all_reduce(v, group=g)
+    compare("all_reduce on a view of a registered tensor", v,
+            torch.full((2, 5), float(sum(range(W))), dtype=F64))
+    refused("baton.torch.empty with a call in flight",
+            lambda: (dist.all_reduce(torch.ones(10), group=g, async_op=True),
+                     bt.empty(10, group=g)), ["in flight", "wait"])
+    dist.barrier(group=g)
+    dist.destroy_process_group(g)
+    v += 1
+    compare("a registered tensor after its group is destroyed", v,
+            torch.full((2, 5), float(sum(range(W)) + 1), dtype=F64))
+    refused("baton.torch.empty on a Gloo group", lambda: bt.empty(10, group=GLOO),
+            ["not a baton process group"])
+    refused("baton.torch.empty of a negative size", lambda: bt.empty(3, -1),
+            ["ints >= 0"])
+
+
 # ------------------------------------------------------------------ refusals
 
 
@@ -874,8 +980,8 @@ def main():
                 dist.get_backend())
         T.check(dist.distributed_c10d._get_default_group().name() == "baton",
                 "the process group's getBackendName()")
-    for part in (reductions, moves, groups, in_flight, dropped, refusals, wait_deadline,
-                 errors_between_ranks):
+    for part in (reductions, moves, groups, in_flight, dropped, registered, refusals,
+                 wait_deadline, errors_between_ranks):
         t0 = time.monotonic()
         part()
         if RANK == 0:

@@ -20,6 +20,13 @@ tensors, other dtypes, PREMUL_SUM, recv without src) raises RuntimeError
 naming the call, the tensor and why; a failure inside baton raises
 RuntimeError with baton_comm_last_error()'s text.
 
+baton.torch.empty(*size, dtype=..., group=None) makes a tensor over
+registered memory of a baton group (baton_mem_alloc: every rank of the group
+calls it at the same point). A collective whose tensors on every rank of a
+host lie in such memory reads the peers' inputs and writes the outputs where
+they lie, with no staging copy (the direct algorithm); on the others it
+takes the usual path.
+
 The extension is found beside this file (installed: PREFIX/lib/python3/
 site-packages/baton/_baton_torch.so) or in the build tree
 (build/python/baton/_baton_torch.so); BATON_TORCH_EXTENSION=/path/to/it
@@ -41,7 +48,7 @@ if not dist.is_available():
     raise ImportError("baton.torch: this torch (%s) was built without torch.distributed" %
                       torch.__version__)
 
-__all__ = ["BACKEND", "extension_path", "create_process_group"]
+__all__ = ["BACKEND", "extension_path", "create_process_group", "empty"]
 
 BACKEND = "baton"
 _NAME = "_baton_torch"
@@ -84,3 +91,31 @@ create_process_group = _ext.create_process_group
 # Registered once per process, even if this module is loaded again.
 if BACKEND.upper() not in dist.Backend._plugins:
     dist.Backend.register_backend(BACKEND, create_process_group)
+
+
+def empty(*size, dtype=torch.float32, group=None):
+    """A new zeroed CPU tensor of `size` and `dtype` over registered memory of
+    the baton group `group` (default: the default group, which must be
+    baton's): baton_mem_alloc, so collective over the group's ranks, each
+    calling it at the same point among the group's calls, with none of them
+    in flight (sizes may differ between ranks). Collectives of the group
+    whose tensors on every rank of a host lie in such memory (or are views
+    into it) run the direct algorithm: each byte read where it lies and
+    written where it goes once, with no copy through shared memory. Like
+    torch.empty otherwise; the memory is given back when the tensor and its
+    views are gone (at the group's next call, or when it is destroyed, where
+    a call of it was in flight then), and stays valid as plain memory when
+    the tensor outlives its group."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    if any(not isinstance(d, int) or isinstance(d, bool) or d < 0 for d in size):
+        raise ValueError("baton.torch.empty: the size must be ints >= 0, not %r" % (size,))
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError("baton.torch.empty: dtype must be a torch.dtype, not %r" % (dtype,))
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    numel = 1
+    for d in size:
+        numel *= d
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    raw = _ext._empty_registered(pg, numel * itemsize)
+    return raw.view(dtype).view(size)

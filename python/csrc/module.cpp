@@ -42,6 +42,18 @@ PYBIND11_MODULE(_baton_torch, m) {
         return group->inFlight();
       },
       py::arg("group"), "The works the baton group `group` issued that have not completed.");
+  /* baton.torch.empty's memory (python/baton/torch.py views it as the
+   * caller's dtype and shape). */
+  m.def(
+      "_empty_registered",
+      [](const c10::intrusive_ptr<c10d::ProcessGroup> &pg, int64_t nbytes) {
+        auto *group = dynamic_cast<baton_torch::ProcessGroupBaton *>(pg.get());
+        TORCH_CHECK(group, "baton.torch.empty: the group is not a baton process group (its "
+                           "backend is ", pg->getBackendName(), ")");
+        return group->emptyRegistered(nbytes);
+      },
+      py::arg("group"), py::arg("nbytes"), py::call_guard<py::gil_scoped_release>(),
+      "nbytes of registered memory of the baton group `group` as a uint8 tensor; collective.");
   m.attr("BACKEND_NAME") = "baton";
   m.attr("BATON_VERSION") =
       py::str(std::to_string(BATON_VERSION_MAJOR) + "." + std::to_string(BATON_VERSION_MINOR) +

@@ -611,6 +611,7 @@ ProcessGroupBaton::ProcessGroupBaton(const c10::intrusive_ptr<c10d::Store> &stor
     kv_->store.reset();
     throw std::runtime_error(why);
   }
+  registered_->pg = this;
   init();
 }
 
@@ -626,6 +627,12 @@ ProcessGroupBaton::~ProcessGroupBaton() {
   drain();
   in_order_.stop();
   any_order_.stop();
+  {
+    std::lock_guard<std::mutex> lock(issue_mu_);
+    std::lock_guard<std::mutex> reg(registered_->mu);
+    freeUnfreed();
+    registered_->pg = nullptr; /* the tensors still alive keep their memory */
+  }
   int rc = baton_comm_destroy(comm_);
   if (rc != BATON_OK)
     TORCH_WARN("baton: destroying the group's communicator: ", baton_err_name(rc));
@@ -674,22 +681,74 @@ c10::intrusive_ptr<WorkBaton> ProcessGroupBaton::work(OpType type, const char *n
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupBaton::post(c10::intrusive_ptr<WorkBaton> w,
                         const std::function<int(baton_request_t **)> &call) {
+  std::lock_guard<std::mutex> lock(issue_mu_);
   {
-    std::lock_guard<std::mutex> lock(issue_mu_);
-    int rc = call(&w->req);
-    if (rc != BATON_OK && !w->req)
-      throw std::runtime_error(describe(comm_, w->name(), rc));
+    std::lock_guard<std::mutex> reg(registered_->mu);
+    if (!registered_->unfreed.empty())
+      freeUnfreed();
   }
-  {
-    std::lock_guard<std::mutex> lock(works_mu_);
-    outstanding_.emplace(w.get(), w);
-  }
+  int rc = call(&w->req);
+  if (rc != BATON_OK && !w->req)
+    throw std::runtime_error(describe(comm_, w->name(), rc));
+  /* Tracked before issue_mu_ is let go, so that a thread holding it and
+   * finding nothing in flight knows that baton has no request either. */
+  std::lock_guard<std::mutex> works(works_mu_);
+  outstanding_.emplace(w.get(), w);
   return c10::make_intrusive<WorkHandle>(std::move(w), rank_);
 }
 
 size_t ProcessGroupBaton::inFlight() {
   std::lock_guard<std::mutex> lock(works_mu_);
   return outstanding_.size();
+}
+
+/* ------------------------------------------------------------ registered memory */
+
+void Registered::release(const std::shared_ptr<Registered> &r, void *ptr) {
+  std::lock_guard<std::mutex> lock(r->mu);
+  if (!r->pg) /* the group is gone: the memory stays this process's (baton.h) */
+    return;
+  r->unfreed.push_back(ptr);
+  r->pg->freeIfIdle();
+}
+
+void ProcessGroupBaton::freeIfIdle() {
+  /* Never waits for issue_mu_: a tensor may die in a thread that issues. */
+  std::unique_lock<std::mutex> lock(issue_mu_, std::try_to_lock);
+  if (lock.owns_lock())
+    freeUnfreed();
+}
+
+void ProcessGroupBaton::freeUnfreed() {
+  if (inFlight() > 0)
+    return;
+  for (void *ptr : registered_->unfreed) {
+    int rc = baton_mem_free(comm_, ptr);
+    if (rc != BATON_OK) /* not baton's memory: cannot be, since only empty() adds to it */
+      TORCH_WARN(describe(comm_, "freeing the memory of a baton.torch.empty tensor", rc));
+  }
+  registered_->unfreed.clear();
+}
+
+at::Tensor ProcessGroupBaton::emptyRegistered(int64_t nbytes) {
+  TORCH_CHECK(nbytes >= 0, "baton.torch.empty: ", nbytes, " bytes: must be 0 or more");
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  size_t busy = inFlight();
+  TORCH_CHECK(busy == 0, "baton.torch.empty: ", busy, " call", busy == 1 ? " is" : "s are",
+              " of this group in flight; registered memory is made with none (baton_mem_alloc is "
+              "collective): wait for them first");
+  {
+    std::lock_guard<std::mutex> reg(registered_->mu);
+    freeUnfreed();
+  }
+  void *ptr = nullptr;
+  int rc = baton_mem_alloc(comm_, nbytes > 0 ? static_cast<size_t>(nbytes) : 1, &ptr);
+  if (rc != BATON_OK)
+    throw std::runtime_error(describe(comm_, "baton.torch.empty (baton_mem_alloc)", rc));
+  std::shared_ptr<Registered> r = registered_;
+  return at::from_blob(
+      ptr, {nbytes}, [r](void *p) { Registered::release(r, p); },
+      at::TensorOptions().dtype(at::kByte).device(at::kCPU));
 }
 
 void ProcessGroupBaton::drain() {

@@ -185,6 +185,19 @@ private:
 /* The adapter between baton_kv_t and the group's c10d::Store. */
 struct KvStore;
 
+/* What the tensors over a group's registered memory share with the group:
+ * a tensor may outlive its group, and may die in any thread, a call of the
+ * group in flight or not. baton_mem_free wants no request in flight, so a
+ * block whose tensor dies while one is waits in `unfreed` for the group's
+ * next call or its end. Once the group is gone (pg null) the memory stays
+ * this process's, as plain memory (baton.h). */
+struct Registered {
+  std::mutex mu;
+  ProcessGroupBaton *pg = nullptr;
+  std::vector<void *> unfreed;
+  static void release(const std::shared_ptr<Registered> &r, void *ptr);
+};
+
 class ProcessGroupBaton : public c10d::ProcessGroup {
 public:
   /* Makes the group's communicator with baton_comm_init_kv through store
@@ -247,6 +260,14 @@ public:
   void watch(const c10::intrusive_ptr<WorkBaton> &w); /* complete it without a wait() */
   size_t inFlight();                                  /* works issued and not completed */
 
+  /* baton.torch.empty: nbytes of registered memory (baton_mem_alloc, so
+   * collective over the group, with no work of it in flight) as a uint8
+   * tensor, given back with baton_mem_free when the tensor is gone. */
+  at::Tensor emptyRegistered(int64_t nbytes);
+  /* Under the Registered's lock: frees its unfreed blocks unless a work is
+   * in flight or another thread is issuing (then the next call does). */
+  void freeIfIdle();
+
 private:
   c10::intrusive_ptr<WorkBaton> work(c10d::OpType type, const char *name, Order order,
                                      std::vector<at::Tensor> inputs,
@@ -255,6 +276,7 @@ private:
   c10::intrusive_ptr<c10d::Work> post(c10::intrusive_ptr<WorkBaton> w,
                                       const std::function<int(baton_request_t **)> &call);
   void drain();
+  void freeUnfreed(); /* under issue_mu_ and the Registered's lock */
   at::Tensor stage(size_t nbytes) { return staging_->lease(nbytes); }
   std::vector<at::Tensor> rootList(const char *m, const char *name,
                                    std::vector<std::vector<at::Tensor>> &lists, int root,
@@ -269,6 +291,7 @@ private:
   std::shared_ptr<StagingPool> staging_ = std::make_shared<StagingPool>();
   std::mutex works_mu_;
   std::unordered_map<WorkBaton *, c10::intrusive_ptr<WorkBaton>> outstanding_;
+  std::shared_ptr<Registered> registered_ = std::make_shared<Registered>();
   Completer in_order_{Order::kIssue};
   Completer any_order_{Order::kAny};
 };
