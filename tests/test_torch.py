@@ -713,6 +713,17 @@ def baton_maps():
         return sum(1 for line in f if mine in line)
 
 
+def host_identity():
+    """What baton takes a host to be: BATON_HOSTID where it is set, else
+    the kernel's boot id with this process's network and PID namespaces."""
+    if os.environ.get("BATON_HOSTID"):
+        return os.environ["BATON_HOSTID"]
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    return "%s/%d/%d" % (boot, os.stat("/proc/self/ns/net").st_ino,
+                         os.stat("/proc/self/ns/pid").st_ino)
+
+
 def registered():
     """baton.torch.empty: tensors over registered memory. The calls that work
     on the caller's tensors (all_reduce, broadcast, _all_gather_base,
@@ -767,8 +778,11 @@ def registered():
     # Given back: a tensor gone while a call is in flight waits for the
     # next call; then the mappings are what they were.
     # Shared on one host with shared memory; plain memory otherwise (baton.h).
-    shared = W > 1 and "BATON_HOSTID" not in os.environ and \
-        os.environ.get("BATON_TRANSPORT") != "tcp"
+    # One host is what baton takes it to be: one BATON_HOSTID, or else one
+    # kernel, network namespace and PID namespace (src/bootstrap.c).
+    hosts = [None] * W
+    dist.all_gather_object(hosts, host_identity(), group=g)
+    shared = W > 1 and len(set(hosts)) == 1 and os.environ.get("BATON_TRANSPORT") != "tcp"
     dist.barrier(group=g)
     before = baton_maps()
     x = bt.empty(1 << 18, group=g)
