@@ -314,8 +314,8 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
      * the (N-1)/N K bytes that cross between the ranks are copied once,
      * where a staged message copies them twice: b/2 a byte; an alltoall's
      * own block too (1/N K), as pairwise's formula counts it (the ring's
-     * allgather does not count its own). (Rank 0's
-     * measured kernel copy, 0.082 ns/B on the Intel Xeon, priced it above
+     * allgather does not count its own). (Rank 0's measured kernel copy,
+     * 0.082 ns/B on the Intel Xeon, priced it above
      * b/2 and lost picks that ran 1.2-2.5x faster by the kernel: N=2, 512
      * KiB alltoall took 17 us by the kernel and 37 staged, where the pair
      * channels' b says 24; the staged byte costs more than b here.) */

@@ -174,10 +174,6 @@ static void test_fanout(void) {
          "4 ranks, 32 KiB within the mailbox: flat %.4g s, want a + 2Kb", f4s);
 }
 
-/* Two hosts of two ranks over a slow network, 2 MiB: the hierarchical
- * allreduce sends 1 buffer over the network instead of the ring's 1.5 and
- * folds through shared memory; with BATON_TRANSPORT=tcp its fold goes over
- * TCP too and it loses. */
 /* On registered buffers at N=2 a large alltoall goes direct: pairwise
  * copies its own block as well as sending the other (docs/performance.md:
  * 1.5-1.9x faster direct from 512 KiB), and without that block in its price
@@ -201,6 +197,10 @@ static void test_alltoall_registered(void) {
          got ? got->name : "none");
 }
 
+/* Two hosts of two ranks over a slow network, 2 MiB: the hierarchical
+ * allreduce sends 1 buffer over the network instead of the ring's 1.5 and
+ * folds through shared memory; with BATON_TRANSPORT=tcp its fold goes over
+ * TCP too and it loses. */
 static void test_hier(void) {
   const baton__algo_t *hier = baton__algo_find("hier");
   if (!hier) {

@@ -682,11 +682,7 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupBaton::post(c10::intrusive_ptr<WorkBaton> w,
                         const std::function<int(baton_request_t **)> &call) {
   std::lock_guard<std::mutex> lock(issue_mu_);
-  {
-    std::lock_guard<std::mutex> reg(registered_->mu);
-    if (!registered_->unfreed.empty())
-      freeUnfreed();
-  }
+  reclaim();
   int rc = call(&w->req);
   if (rc != BATON_OK && !w->req)
     throw std::runtime_error(describe(comm_, w->name(), rc));
@@ -719,8 +715,13 @@ void ProcessGroupBaton::freeIfIdle() {
     freeUnfreed();
 }
 
+void ProcessGroupBaton::reclaim() {
+  std::lock_guard<std::mutex> reg(registered_->mu);
+  freeUnfreed();
+}
+
 void ProcessGroupBaton::freeUnfreed() {
-  if (inFlight() > 0)
+  if (registered_->unfreed.empty() || inFlight() > 0)
     return;
   for (void *ptr : registered_->unfreed) {
     int rc = baton_mem_free(comm_, ptr);
@@ -737,10 +738,7 @@ at::Tensor ProcessGroupBaton::emptyRegistered(int64_t nbytes) {
   TORCH_CHECK(busy == 0, "baton.torch.empty: ", busy, " call", busy == 1 ? " is" : "s are",
               " of this group in flight; registered memory is made with none (baton_mem_alloc is "
               "collective): wait for them first");
-  {
-    std::lock_guard<std::mutex> reg(registered_->mu);
-    freeUnfreed();
-  }
+  reclaim();
   void *ptr = nullptr;
   int rc = baton_mem_alloc(comm_, nbytes > 0 ? static_cast<size_t>(nbytes) : 1, &ptr);
   if (rc != BATON_OK)

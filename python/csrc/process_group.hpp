@@ -277,6 +277,7 @@ private:
                                       const std::function<int(baton_request_t **)> &call);
   void drain();
   void freeUnfreed(); /* under issue_mu_ and the Registered's lock */
+  void reclaim();     /* under issue_mu_: freeUnfreed under the Registered's lock */
   at::Tensor stage(size_t nbytes) { return staging_->lease(nbytes); }
   std::vector<at::Tensor> rootList(const char *m, const char *name,
                                    std::vector<std::vector<at::Tensor>> &lists, int root,
