@@ -300,6 +300,33 @@ int baton_mem_alloc(baton_comm_t *comm, size_t bytes, void **ptr);
 int baton_mem_free(baton_comm_t *comm, void *ptr);
 
 /*
+ * Local memory: `bytes` one process allocates alone, with no communicator
+ * and no collective, which the peers on its host map the first time one of
+ * their calls uses it (through pidfd_getfd, Linux 5.6, with the permission
+ * that BATON_CMA's probe checks). With BATON_MEM_LOCAL=1, the same on
+ * every rank, a collective on one host whose buffers lie in local or
+ * registered memory on every rank runs direct, as on registered memory;
+ * where some rank's do not, every rank takes the usual path. It is what a
+ * framework's allocator can hand out (the torch backend's, baton/torch).
+ *  - Thread-safe. Page-aligned and faulted in; not zeroed when it is
+ *    reused. baton_mem_free_local gives it back to this process's pool,
+ *    which keeps blocks for the next allocation of a like size (the
+ *    peers' mappings of a block stay valid while it is kept) and returns
+ *    them to the system past an eighth of the machine's memory.
+ *  - The first call that uses a block maps it on every peer and writes
+ *    each of its pages once there (about 5 us a page on some virtual
+ *    machines), so it is for buffers that are used again.
+ *  - The memory is a shared file: a child made by fork() shares it with
+ *    its parent rather than getting a copy.
+ * Errors: BATON_EINVAL (bytes 0, ptr NULL; a pointer that is not a local
+ * block, for the free), BATON_ENOMEM (the system gave no memory, or the
+ * pool holds a quarter of the process's file descriptors already: one a
+ * block). A free of NULL is a no-op. baton_last_init_error() says why.
+ */
+int baton_mem_alloc_local(size_t bytes, void **ptr);
+int baton_mem_free_local(void *ptr);
+
+/*
  * recvbuf[i] = op over all ranks of sendbuf[i], for i < count.
  * In place when sendbuf == recvbuf.
  */

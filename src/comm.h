@@ -59,6 +59,11 @@ struct baton_comm {
   struct baton__region *regions;
   int nregions;
   uint32_t mem_allocs, mem_gen;
+  /* Local memory (mem_local.c): the peers' blocks mapped here, and a
+   * pidfd per rank (-1: none yet), once a call has needed them. */
+  struct baton__lmap *lmaps;
+  int nlmaps, lmaps_cap;
+  int *pidfds;
   /* The signature of the call whose step runs now: what the transports
    * stamp on what they send and check what they receive against. */
   baton__sig_t sig;

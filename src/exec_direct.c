@@ -48,7 +48,8 @@ typedef struct {
   uint64_t in_addr, out_addr; /* where INPUT and output lie in its process */
   uint64_t displs;            /* displs_digest */
   int32_t pid;
-  uint32_t pad;
+  uint32_t local_can;                 /* it can take a peer's file descriptor (mem_local.c) */
+  baton__local_t in_local, out_local; /* local memory (seq 0: not) */
 } shown_t;
 _Static_assert(sizeof(shown_t) <= BATON__SHOW_BYTES, "a mailbox holds what a rank shows");
 
@@ -150,11 +151,28 @@ static int map_rank(baton__call_t *c, const baton__step_t *st, int q, baton__lay
   size_t need[2] = {extent(l, n, c->elsize, 1), extent(l, n, c->elsize, 0)};
   uint32_t id[2] = {s->in_id, s->out_id};
   uint64_t off[2] = {s->in_off, s->out_off};
+  const baton__local_t *local[2] = {&s->in_local, &s->out_local};
   char *base[2] = {NULL, NULL};
   for (int k = 0; k < 2; k++) {
     size_t bytes = 0;
     if (!need[k])
       continue;
+    if (local[k]->seq) { /* local memory: mapped here the first time */
+      char why[200];
+      base[k] = baton__mem_local_peer(c->comm, q, s->pid, local[k], why, sizeof why);
+      if (!base[k])
+        return baton__step_fail(c, st, BATON_ESYS, why);
+      if (local[k]->off > local[k]->len || local[k]->len - local[k]->off < need[k]) {
+        snprintf(why, sizeof why,
+                 "rank %d shows its %s as %zu bytes at %llu of its local block %llu, which has "
+                 "%llu",
+                 q, k ? "output" : "input", need[k], (unsigned long long)local[k]->off,
+                 (unsigned long long)local[k]->seq, (unsigned long long)local[k]->len);
+        return baton__step_fail(c, st, BATON_EPROTO, why);
+      }
+      base[k] += local[k]->off;
+      continue;
+    }
     base[k] = baton__mem_peer(c->comm, q, id[k], &bytes);
     if (!base[k] || off[k] > bytes || bytes - off[k] < need[k]) {
       char why[160];
@@ -169,6 +187,14 @@ static int map_rank(baton__call_t *c, const baton__step_t *st, int q, baton__lay
   c->peer_in[q] = base[0];
   c->peer_out[q] = base[1];
   return 0;
+}
+
+/* Whether [p, p + bytes) is registered memory (*id, *off) or, with
+ * BATON_MEM_LOCAL, local memory (*local). */
+static int locate(baton_comm_t *comm, const void *p, size_t bytes, uint32_t *id, size_t *off,
+                  baton__local_t *local) {
+  return baton__mem_find(comm, p, bytes, id, off) ||
+         (comm->params.mem_local && baton__mem_local_find(p, bytes, local));
 }
 
 static int meet(baton__call_t *c, const baton__step_t *st, uint32_t rendezvous) {
@@ -192,8 +218,9 @@ int baton__direct_arrive(baton__call_t *c, const baton__step_t *st) {
   shown_t *mine = shown(c, comm->rank);
   size_t in_off = 0, out_off = 0;
   uint32_t in_id = 0, out_id = 0;
-  int ok = (!in_bytes || baton__mem_find(comm, c->in, in_bytes, &in_id, &in_off)) &&
-           (!out_bytes || baton__mem_find(comm, c->out, out_bytes, &out_id, &out_off));
+  baton__local_t in_local = {0}, out_local = {0};
+  int ok = (!in_bytes || locate(comm, c->in, in_bytes, &in_id, &in_off, &in_local)) &&
+           (!out_bytes || locate(comm, c->out, out_bytes, &out_id, &out_off, &out_local));
   *mine = (shown_t){.ok = (uint32_t)ok,
                     .in_id = in_id,
                     .out_id = out_id,
@@ -203,16 +230,24 @@ int baton__direct_arrive(baton__call_t *c, const baton__step_t *st) {
                     .in_addr = (uint64_t)(uintptr_t)c->in,
                     .out_addr = (uint64_t)(uintptr_t)c->out,
                     .displs = displs_digest(&c->args, n),
-                    .pid = (int32_t)getpid()};
+                    .pid = (int32_t)getpid(),
+                    .local_can = (uint32_t)(comm->params.mem_local && baton__mem_local_can()),
+                    .in_local = in_local,
+                    .out_local = out_local};
   int rc = meet(c, st, c->rendezvous);
-  int cma = comm->params.cma && baton__algo_by_cma(c->args.coll), same = 1;
+  int cma = comm->params.cma && baton__algo_by_cma(c->args.coll), same = 1, local = 0, can = 1;
   for (int q = 0; q < n && !rc; q++) {
-    ok = ok && shown(c, q)->ok == 1;
-    cma = cma && shown(c, q)->cma == 1;
-    same = same && shown(c, q)->displs == mine->displs;
+    const shown_t *s = shown(c, q);
+    ok = ok && s->ok == 1;
+    cma = cma && s->cma == 1;
+    same = same && s->displs == mine->displs;
+    local = local || s->in_local.seq || s->out_local.seq;
+    can = can && s->cma == 1 && s->local_can == 1; /* the kernel lets each reach the others */
   }
   if (rc)
     return rc;
+  if (local && !can) /* some rank's local memory, which not every rank can map */
+    ok = 0;
   if (!same) /* every rank sees some differ: all go staged */
     ok = cma = 0;
   /* Registered everywhere: mapped. Else by the kernel where every rank

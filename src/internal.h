@@ -71,6 +71,7 @@ typedef struct {
   size_t flat_bytes;         /* BATON_FLAT_BYTES */
   int fused;                 /* BATON_FUSED */
   int cma;                   /* BATON_CMA */
+  int mem_local;             /* BATON_MEM_LOCAL */
   char transport[256];       /* BATON_TRANSPORT: "auto" or "tcp" */
   char hostid[256];          /* BATON_HOSTID, "" when unset */
   char numa[256];            /* BATON_NUMA, "" when unset */

@@ -70,15 +70,21 @@ static size_t page_up(size_t n) {
  * virtual machines with shadow page tables (this project's: the first
  * store through a mapping to each page still cost 5 us, 170 ms for 128
  * MiB, after both) the first store to each page traps too, so each page
- * is written once here, with what it holds. That is safe while nobody can
- * have written it: the memory is new, and its owner writes it only once
- * the allocation has returned. */
-static void prefault_write(char *p, size_t len) {
+ * is written once here, with what it holds. A plain store is safe while
+ * nobody can have written the page (new memory, whose owner writes it
+ * only once the allocation has returned); `live` memory, which its owner
+ * may be writing (mem_local.c's peers' blocks), gets an atomic add of 0,
+ * which is a write to the page and changes nothing. */
+void baton__prefault_write(char *p, size_t len, int live) {
   (void)madvise(p, len, MADV_POPULATE_WRITE); /* Linux 5.14; else the stores fault */
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
   for (size_t off = 0; off < len; off += pg) {
-    volatile char *b = p + off;
-    *b = *b;
+    if (live) {
+      (void)__atomic_fetch_add((uint64_t *)(void *)(p + off), 0, __ATOMIC_RELAXED);
+    } else {
+      volatile char *b = p + off;
+      *b = *b;
+    }
   }
 }
 
@@ -106,6 +112,7 @@ void baton__mem_free_all(baton_comm_t *comm) {
   free(comm->regions);
   comm->regions = NULL;
   comm->nregions = 0;
+  baton__mem_local_forget(comm);
 }
 
 /* An empty slot of the table, grown when full. */
@@ -214,7 +221,7 @@ static int map_peer(baton__region_t *r, int q, const mem_msg_t *m, char *why, si
     snprintf(why, whylen, "mapping rank %d's %zu bytes failed: %s", q, len, strerror(errno));
     return BATON_ESYS;
   }
-  prefault_write(p, len);
+  baton__prefault_write(p, len, 0);
   r->peer[q] = p;
   r->peer_len[q] = (size_t)m->bytes;
   r->map_len[q] = len;
@@ -260,7 +267,7 @@ static int map_own(baton_comm_t *comm, baton__region_t *r, int shared, char *nam
     name[0] = '\0';
     return rc;
   }
-  prefault_write(p, len);
+  baton__prefault_write(p, len, 0);
   r->base = p;
   return 0;
 }

@@ -67,6 +67,10 @@ static const param_row_t rows[] = {
      "one host: 1 lets direct copy an allgather's or alltoall's buffers that are not "
      "registered straight between the ranks' memory through the kernel (process_vm_readv and "
      "_writev, one copy instead of two), where every rank can; 0 stages them"},
+    {"BATON_MEM_LOCAL", P_INT, "0", 0, 1, F(mem_local),
+     "one host: 1 lets direct serve calls whose buffers are baton_mem_alloc_local memory, as "
+     "registered memory, and makes `import baton.torch` put torch's CPU tensors of 256 KiB "
+     "and more in it; the same on every rank"},
     {"BATON_TRANSPORT", P_STRING, "auto", 0, 0, F(transport),
      "auto (shared memory inside a host, TCP between hosts) or tcp (TCP everywhere)"},
     {"BATON_HOSTID", P_STRING, "", 0, 0, F(hostid),

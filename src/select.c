@@ -251,8 +251,9 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
   if ((algo->traits & BATON__ALGO_MAILBOX) && !in->flat_fits)
     return "it needs every rank on one host and at most BATON_FLAT_BYTES per rank";
   if ((algo->traits & BATON__ALGO_REGISTERED) && !in->direct_ok)
-    return "it needs every rank on one host and buffers from baton_mem_alloc (or, for allgather "
-           "and alltoall, BATON_CMA=1)";
+    return "it needs every rank on one host and buffers from baton_mem_alloc (or "
+           "baton_mem_alloc_local with BATON_MEM_LOCAL=1; or, for allgather and alltoall, "
+           "BATON_CMA=1)";
   const char *by_kernel =
       (algo->traits & BATON__ALGO_REGISTERED) && in->cma ? cma_cannot(in, bytes) : NULL;
   if (by_kernel)
@@ -611,7 +612,8 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                            .flat_fits = baton__flat_fits(comm, coll, count, elsize),
                            .box_bytes = baton__flat_room(comm),
                            .direct_ok = direct_ok,
-                           .cma = direct_ok && comm->mem_allocs == 0,
+                           /* by the kernel unless the buffers may be shared memory */
+                           .cma = direct_ok && comm->mem_allocs == 0 && !comm->params.mem_local,
                            .cma_beta = s->cma_beta,
                            .memcpy_beta = s->memcpy_beta,
                            .cache_bytes = s->cache_bytes,
@@ -677,14 +679,16 @@ static const baton__algo_t *select_as(baton_comm_t *comm, baton__coll_t coll, si
 
 /* Direct may serve on one host once the communicator has registered
  * memory (an allocation is collective, so every rank decides alike,
- * whatever its own buffers are), and a copy collective with BATON_CMA:
+ * whatever its own buffers are) or BATON_MEM_LOCAL says buffers may be
+ * local memory (the same on every rank), and a copy collective with BATON_CMA:
  * the direct algorithm's first step finds out whether every rank's
  * buffers are registered, or else whether every rank reaches the others
  * through the kernel (exec_direct.c). */
 const baton__algo_t *baton__select(baton_comm_t *comm, baton__coll_t coll, size_t count,
                                    size_t elsize) {
   int direct = comm->one_host && comm->host_net &&
-               (comm->mem_allocs > 0 || (comm->params.cma && baton__algo_by_cma(coll)));
+               (comm->mem_allocs > 0 || comm->params.mem_local ||
+                (comm->params.cma && baton__algo_by_cma(coll)));
   return select_as(comm, coll, count, elsize, direct);
 }
 

@@ -608,6 +608,27 @@ run "test_coll -n 4 --quick --registered all 2 hosts x 2 ranks" 1 "$BUILD/bin/ba
 for n in 1 2 3 4; do
   run "test_mem -n $n" 1 "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_mem"
 done
+# Local memory (baton_mem_alloc_local): test_mem_local's arguments, pool,
+# calls and descriptor budget, direct (BATON_MEM_LOCAL=1) and staged; the
+# collective sweep on local buffers on every rank, on the even ranks beside
+# registered ones (mixed) and beside malloc'd ones (local-some), direct
+# forced; and chosen by the selection.
+for n in 1 2 3 4; do
+  run "test_mem_local -n $n BATON_MEM_LOCAL=1" 1 env BATON_MEM_LOCAL=1 "$BUILD/bin/baton-run" \
+    -n "$n" "$BUILD/tests/test_mem_local"
+done
+run "test_mem_local -n 3" 1 "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_mem_local"
+for n in 2 3; do
+  run "test_coll -n $n --registered local BATON_ALGO=direct" 1 env BATON_FLAT_BYTES=0 \
+    BATON_MEM_LOCAL=1 BATON_ALGO=direct "$BUILD/bin/baton-run" -n "$n" "$BUILD/tests/test_coll" \
+    --registered local
+done
+for m in mixed local-some; do
+  run "test_coll -n 3 --quick --registered $m BATON_ALGO=direct" 1 env BATON_MEM_LOCAL=1 \
+    BATON_ALGO=direct "$BUILD/bin/baton-run" -n 3 "$BUILD/tests/test_coll" --quick --registered "$m"
+done
+run "test_coll -n 4 --quick --registered local" 1 env BATON_MEM_LOCAL=1 "$BUILD/bin/baton-run" \
+  -n 4 "$BUILD/tests/test_coll" --quick --registered local
 run "test_coll -n 4 allreduce 2M BATON_ALGO=rd BATON_TRANSPORT=tcp 16M segments" 1 env \
   BATON_ALGO=rd BATON_TRANSPORT=tcp BATON_SEGMENT_BYTES=16M BATON_PAIR_SEGMENT_BYTES=16M \
   BATON_TCP_SEGMENT_BYTES=16M "$BUILD/bin/baton-run" -n 4 "$BUILD/tests/test_coll" \
@@ -712,12 +733,22 @@ run "test_torch.py -n 4 2 hosts x 2 ranks" 1 env PYTHONPATH=python "$BUILD/bin/b
   sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" tests/test_torch.py' "$PY"
 run "test_torch.py -n 3 --quick BATON_TRANSPORT=tcp" 1 env PYTHONPATH=python BATON_TRANSPORT=tcp \
   "$BUILD/bin/baton-run" -n 3 "$PY" tests/test_torch.py --quick
+# BATON_MEM_LOCAL=1: torch's own tensors over local memory, every part again.
+for n in 2 4; do
+  run "test_torch.py -n $n BATON_MEM_LOCAL=1" 1 env PYTHONPATH=python BATON_MEM_LOCAL=1 \
+    "$BUILD/bin/baton-run" -n "$n" "$PY" tests/test_torch.py
+done
+run "test_torch.py -n 4 2 hosts x 2 ranks BATON_MEM_LOCAL=1" 1 env PYTHONPATH=python \
+  BATON_MEM_LOCAL=1 "$BUILD/bin/baton-run" -n 4 \
+  sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" tests/test_torch.py --quick' "$PY"
 run "test_torch.py -n 3 --backend gloo" 1 "$BUILD/bin/baton-run" -n 3 "$PY" tests/test_torch.py \
   --backend gloo
 for n in 1 2 3 4; do
   run "test_torch_ddp.py -n $n" 1 env PYTHONPATH=python "$BUILD/bin/baton-run" -n "$n" \
     "$PY" tests/test_torch_ddp.py
 done
+run "test_torch_ddp.py -n 2 BATON_MEM_LOCAL=1" 1 env PYTHONPATH=python BATON_MEM_LOCAL=1 \
+  "$BUILD/bin/baton-run" -n 2 "$PY" tests/test_torch_ddp.py
 run "test_torch_ddp.py -n 4 2 hosts x 2 ranks" 1 env PYTHONPATH=python "$BUILD/bin/baton-run" -n 4 \
   sh -c 'BATON_HOSTID=h$((BATON_RANK / 2)) exec "$0" tests/test_torch_ddp.py' "$PY"
 for n in 2 4; do
@@ -784,6 +815,8 @@ if build "make SAN=1" 'asan *' env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
   run "asan test_coll -n 3 --quick --registered some BATON_ALGO=direct" 1 env BATON_ALGO=direct \
     "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_coll" --quick --registered some
   run "asan test_mem -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_mem"
+  run "asan test_mem_local -n 3" 1 env BATON_MEM_LOCAL=1 "$SAN_BUILD/bin/baton-run" -n 3 \
+    "$SAN_BUILD/tests/test_mem_local"
   run "asan test_kv -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 "$SAN_BUILD/tests/test_kv"
   run "asan test_nonblocking -n 3" 1 "$SAN_BUILD/bin/baton-run" -n 3 \
     "$SAN_BUILD/tests/test_nonblocking"
@@ -821,6 +854,8 @@ if build "make TSAN=1" 'tsan *' env -u MAKEFLAGS -u MFLAGS make -j2 TSAN=1; then
   run "tsan test_coll -n 3 --quick --coll broadcast $FAN" 1 env $FAN build-tsan/bin/baton-run -n 3 \
     build-tsan/tests/test_coll --quick --coll broadcast
   run "tsan test_mem -n 2" 1 build-tsan/bin/baton-run -n 2 build-tsan/tests/test_mem
+  run "tsan test_mem_local -n 2" 1 env BATON_MEM_LOCAL=1 build-tsan/bin/baton-run -n 2 \
+    build-tsan/tests/test_mem_local
   run "tsan test_nonblocking -n 3 BATON_TRANSPORT=tcp" 1 env BATON_TRANSPORT=tcp \
     build-tsan/bin/baton-run -n 3 build-tsan/tests/test_nonblocking
   run "tsan test_nonblocking abort -n 2" 1 env BATON_TIMEOUT=20 build-tsan/bin/baton-run -n 2 \

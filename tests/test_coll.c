@@ -43,6 +43,13 @@
  * too, as the call is collective, but pass malloc'd buffers), so that the
  * direct algorithm runs (BATON_ALGO=direct forces it), or hands the calls
  * to the staged path when some rank's buffers are not registered.
+ * --registered local takes them from baton_mem_alloc_local on every rank
+ * (run with BATON_MEM_LOCAL=1), mixed on the even ranks while the odd
+ * ones take registered memory (which all allocate), local-some on the even ranks while the
+ * odd ones pass malloc'd buffers. At the end each rank counts the local
+ * blocks it maps (/proc/self/maps): with BATON_ALGO=direct under local and
+ * mixed the peers' must be there (direct ran on them), under local-some
+ * none (every call was staged).
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -53,6 +60,7 @@
 
 #include "baton.h"
 #include "common.h"
+#include "mem_test.h"
 #include "ref.h"
 
 #define GUARD 64 /* bytes checked on each side of a receive buffer */
@@ -93,7 +101,7 @@ static const char *const op_names[BATON_OP_COUNT] = {"sum", "prod", "min", "max"
 typedef struct {
   tally_t t;
   int quick;
-  int registered;                     /* --registered: 0 none, 1 all, 2 some */
+  int registered; /* --registered: 0 none, 1 all, 2 some, 3 local, 4 mixed, 5 local-some */
   int only_coll, only_dtype, only_op; /* -1: all */
   long long only_count;               /* -1: all */
   size_t counts[16];
@@ -769,7 +777,7 @@ static void barrier_checks(test_t *T) {
 
 __attribute__((noreturn)) static void usage(void) {
   fprintf(stderr, "usage: test_coll [--quick] [--coll NAME] [--dtype NAME] "
-                  "[--op NAME] [--count N] [--registered all|some]\n");
+                  "[--op NAME] [--count N] [--registered all|some|local|mixed|local-some]\n");
   exit(2);
 }
 
@@ -792,8 +800,13 @@ static void parse_args(test_t *T, int argc, char **argv) {
     }
     if (!v)
       usage();
-    if (strcmp(a, "--registered") == 0 && (!strcmp(v, "all") || !strcmp(v, "some")))
-      T->registered = strcmp(v, "all") == 0 ? 1 : 2;
+    static const char *const modes[] = {"all", "some", "local", "mixed", "local-some"};
+    int mode = 0;
+    for (int m = 0; strcmp(a, "--registered") == 0 && m < 5; m++)
+      if (strcmp(v, modes[m]) == 0)
+        mode = m + 1;
+    if (mode)
+      T->registered = mode;
     else if (strcmp(a, "--coll") == 0)
       T->only_coll = lookup(coll_names, NCOLLS, v);
     else if (strcmp(a, "--dtype") == 0)
@@ -835,17 +848,32 @@ static void make_counts(test_t *T) {
 /* With --registered, send and receive buffers (shared) come from
  * baton_mem_alloc, which every rank calls; under "some" the odd ranks then
  * use malloc'd memory instead. */
+/* baton_mem_alloc (local: baton_mem_alloc_local) of bytes, or exit. */
+static void *alloc_or_die(test_t *T, size_t bytes, int local) {
+  void *p = NULL;
+  int rc = local ? baton_mem_alloc_local(bytes, &p) : baton_mem_alloc(T->t.comm, bytes, &p);
+  if (rc != BATON_OK) {
+    fprintf(stderr, "test_coll: %s: %s: %s\n", local ? "baton_mem_alloc_local" : "baton_mem_alloc",
+            baton_err_name(rc), local ? baton_last_init_error() : baton_comm_last_error(T->t.comm));
+    exit(1);
+  }
+  return p;
+}
+
 static unsigned char *alloc_buffer(test_t *T, size_t bytes, int guarded, int shared) {
-  void *reg = NULL;
-  if (shared && T->registered) {
-    int rc = baton_mem_alloc(T->t.comm, bytes + 2 * GUARD, &reg);
-    if (rc != BATON_OK) {
-      fprintf(stderr, "test_coll: baton_mem_alloc: %s: %s\n", baton_err_name(rc),
-              baton_comm_last_error(T->t.comm));
-      exit(1);
-    }
-    if (T->registered == 1 || T->t.rank % 2 == 0)
-      return (unsigned char *)reg + (guarded ? GUARD : 0);
+  int even = T->t.rank % 2 == 0;
+  size_t skip = guarded ? GUARD : 0;
+  if (shared && T->registered == 4) { /* collective: every rank allocates, the odd ones use it */
+    unsigned char *reg = alloc_or_die(T, bytes + 2 * GUARD, 0);
+    if (!even)
+      return reg + skip;
+  }
+  if (shared && (T->registered == 3 || (T->registered >= 4 && even)))
+    return (unsigned char *)alloc_or_die(T, bytes + 2 * GUARD, 1) + skip;
+  if (shared && T->registered && T->registered <= 2) {
+    unsigned char *reg = alloc_or_die(T, bytes + 2 * GUARD, 0);
+    if (T->registered == 1 || even)
+      return reg + skip;
   }
   unsigned char *p = malloc(bytes + 2 * GUARD);
   if (!p) {
@@ -853,6 +881,24 @@ static unsigned char *alloc_buffer(test_t *T, size_t bytes, int guarded, int sha
     exit(1);
   }
   return guarded ? p + GUARD : p;
+}
+
+/* The local blocks this process maps: its own `own` and, where direct
+ * ran on local memory, the peers' it mapped. */
+static void local_maps_check(test_t *T, int own) {
+  int n = maps_naming("memfd:baton-local");
+  /* local: every rank's peers are local; mixed: the odd ranks see the even
+   * ones' (and at N >= 3 the even ones each other's); local-some: none. */
+  int want_peers = T->registered == 3 || (T->registered == 4 && (T->t.rank % 2 || T->t.size > 2));
+  int ok = want_peers ? n > own : n == own;
+  if (!ok)
+    tally_say(&T->t, "--registered %s: this rank maps %d local blocks, %d of them its own: %s",
+              T->registered == 3   ? "local"
+              : T->registered == 4 ? "mixed"
+                                   : "local-some",
+              n, own,
+              want_peers ? "no peer's, so direct never ran on them" : "a peer's, on a staged call");
+  tally_record(&T->t, ok);
 }
 
 int main(int argc, char **argv) {
@@ -874,7 +920,8 @@ int main(int argc, char **argv) {
   T.recv = alloc_buffer(&T, bytes + 8, 1, 1);
   T.input = alloc_buffer(&T, bytes, 0, 0);
   T.expect = alloc_buffer(&T, bytes, 0, 0);
-  int mine = T.registered == 1 || (T.registered == 2 && T.t.rank % 2 == 0);
+  int even = T.t.rank % 2 == 0, local = T.registered == 3 || (T.registered >= 4 && even);
+  int mine = T.registered == 1 || (T.registered == 2 && even) || T.registered == 4;
   for (int coll = 0; coll < NCOLLS && !T.t.broken; coll++) {
     if (T.only_coll >= 0 && T.only_coll != coll)
       continue;
@@ -885,8 +932,15 @@ int main(int argc, char **argv) {
     else if (served(&T, coll))
       sweep(&T, coll);
   }
+  const char *forced = getenv("BATON_ALGO"); /* the automatic choice may never pick direct */
+  if (T.registered >= 3 && T.t.size > 1 && !T.t.broken &&
+      (T.registered == 5 || (forced && strstr(forced, "direct"))))
+    local_maps_check(&T, local ? 2 : 0);
   int status = tally_finish(&T.t); /* its baton_comm_destroy frees registered memory */
-  if (!mine) {
+  if (local) {
+    baton_mem_free_local(T.send - GUARD);
+    baton_mem_free_local(T.recv - GUARD);
+  } else if (!mine) {
     free(T.send - GUARD);
     free(T.recv - GUARD);
   }

@@ -28,30 +28,7 @@
 
 #include "baton.h"
 #include "common.h"
-
-#define N_ELEMS (300 * 1024 + 7) /* float32: larger than a mailbox and a piece */
-
-static void fill(float *x, size_t n, int rank, int salt) {
-  for (size_t i = 0; i < n; i++)
-    x[i] = (float)((int)(i % 97) + rank * 3 + salt);
-}
-
-/* The sum over ranks of fill(), exact in float32. */
-static float sum_at(size_t i, int size, int salt) {
-  float s = 0;
-  for (int r = 0; r < size; r++)
-    s += (float)((int)(i % 97) + r * 3 + salt);
-  return s;
-}
-
-static int check_sum(tally_t *t, const float *y, size_t n, int salt, const char *what) {
-  for (size_t i = 0; i < n; i++)
-    if (y[i] != sum_at(i, t->size, salt)) {
-      tally_say(t, "%s: element %zu is %g, want %g", what, i, y[i], sum_at(i, t->size, salt));
-      return tally_record(t, 0);
-    }
-  return tally_record(t, 1);
-}
+#include "mem_test.h"
 
 static void test_arguments(tally_t *t) {
   void *p = (void *)1;
@@ -177,17 +154,6 @@ static void test_some(tally_t *t) {
   tally_rc(t, baton_mem_free(t->comm, reg), "free");
 }
 
-static int mapped_files(void) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  char line[512];
-  int n = 0;
-  while (f && fgets(line, sizeof line, f))
-    n += strstr(line, "/baton-mem-") != NULL;
-  if (f)
-    fclose(f);
-  return n;
-}
-
 static void test_cycles(tally_t *t) {
   size_t n = 70000, bytes = n * sizeof(float);
   int most = 0;
@@ -199,7 +165,7 @@ static void test_cycles(tally_t *t) {
     if (tally_rc(t, baton_allreduce(x, x, n, BATON_FLOAT32, BATON_SUM, t->comm), "allreduce"))
       check_sum(t, x, n, k, "allreduce on memory allocated in a loop");
     tally_rc(t, baton_mem_free(t->comm, x), "free in a loop");
-    int m = mapped_files();
+    int m = maps_naming("/baton-mem-");
     most = m > most ? m : most;
   }
   /* One allocation's files at a time, and those freed since the last. */

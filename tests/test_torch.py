@@ -22,6 +22,10 @@ same inputs:
     dropped without a wait, each freed when it completes;
   - tensors over registered memory (baton.torch.empty) on every rank and
     on some, their memory given back, one outliving its group;
+  - with BATON_MEM_LOCAL=1, torch's own tensors of 256 KiB and more over
+    baton's local memory (so every part above runs on them too): such a
+    tensor lies in a local block, the calls on ordinary tensors are right,
+    and a rank maps its peers' blocks once a large call ran direct on them;
   - refusals (PREMUL_SUM, sparse, meta, non-contiguous, negated, complex,
     sizes that do not match, recv without src), the RuntimeError's text
     checked; a count that differs between ranks, and a group's own timeout.
@@ -818,6 +822,67 @@ def registered():
             ["ints >= 0"])
 
 
+# ------------------------------------------------------------------ local memory
+
+
+def peer_blocks():
+    """How many of its peers' local blocks this process maps: the
+    memfd:baton-local mappings whose inode is none of its own blocks'
+    (each of which it holds open; a peer's descriptor is closed once
+    mapped)."""
+    own = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink("/proc/self/fd/" + fd).startswith("/memfd:baton-local"):
+                own.add(os.stat("/proc/self/fd/" + fd).st_ino)
+        except OSError:
+            pass
+    with open("/proc/self/maps") as f:
+        inodes = {int(line.split()[4]) for line in f if "memfd:baton-local" in line}
+    return len(inodes - own)
+
+
+def local_memory():
+    """BATON_MEM_LOCAL=1: torch's tensors of 256 KiB and more are baton's
+    local memory; calls on them are right in and out of place, and on one
+    host (with shared memory) the peers' blocks get mapped here, which is
+    direct running on them. A small tensor stays torch's own."""
+    if BACKEND != "baton" or os.environ.get("BATON_MEM_LOCAL") != "1":
+        return
+    ext = sys.modules["baton.torch"]._ext
+    held = ext._local_blocks_held()
+    small = torch.empty(1000)
+    T.check(ext._local_blocks_held() == held, "a 4000-byte tensor is torch's own memory")
+    hosts = [None] * W
+    dist.all_gather_object(hosts, host_identity())
+    # Direct serves a group on one host with shared memory (baton.h).
+    shared = W > 1 and len(set(hosts)) == 1 and os.environ.get("BATON_TRANSPORT") != "tcp"
+    n = 1 << 18  # 1 MiB of float32 a rank's share
+    ins = [gen("local/%d" % q, q, n * W, F32, "exact") for q in range(W)]
+    x = ins[RANK].clone()
+    T.check(ext._local_blocks_held() > held, "a 1 MiB tensor lies in baton's local memory",
+            "%d blocks held before, %d after" % (held, ext._local_blocks_held()))
+    y = torch.empty_like(x)
+    dist.all_reduce(x)
+    compare("all_reduce in place on a local-memory tensor", x, reduce_ref(ins, F32, "SUM"))
+    out = torch.empty(n)
+    dist._reduce_scatter_base(out, ins[RANK].clone())
+    compare("_reduce_scatter_base on local-memory tensors", out,
+            reduce_ref([t[RANK * n:(RANK + 1) * n] for t in ins], F32, "SUM"))
+    dist.all_to_all_single(y, ins[RANK].clone())
+    compare("all_to_all_single on local-memory tensors", y,
+            torch.cat([t[RANK * n:(RANK + 1) * n] for t in ins]))
+    dist._all_gather_base(y, ins[RANK][:n].clone())
+    compare("_all_gather_base on local-memory tensors", y, torch.cat([t[:n] for t in ins]))
+    b = ins[RANK].clone()
+    dist.broadcast(b, W - 1)
+    compare("broadcast on a local-memory tensor", b, ins[W - 1])
+    peers = peer_blocks()  # mapped by these calls, or by earlier ones on the same blocks
+    T.check((peers > 0) == shared, "the peers' local blocks mapped where the group is one host",
+            "%d of the peers' blocks mapped, %s" % (peers, "one host" if shared else "not one host"))
+    del small
+
+
 # ------------------------------------------------------------------ refusals
 
 
@@ -994,7 +1059,7 @@ def main():
                 dist.get_backend())
         T.check(dist.distributed_c10d._get_default_group().name() == "baton",
                 "the process group's getBackendName()")
-    for part in (reductions, moves, groups, in_flight, dropped, registered, refusals,
+    for part in (reductions, moves, groups, in_flight, dropped, registered, local_memory, refusals,
                  wait_deadline, errors_between_ranks):
         t0 = time.monotonic()
         part()

@@ -27,6 +27,15 @@ host lie in such memory reads the peers' inputs and writes the outputs where
 they lie, with no staging copy (the direct algorithm); on the others it
 takes the usual path.
 
+With BATON_MEM_LOCAL=1 in the environment of every rank, importing this
+module also makes torch's own CPU tensors of 256 KiB and more local memory
+(baton_mem_alloc_local), which the peers on the host map when a call uses it:
+collectives on ordinary tensors then run direct too, with no change to the
+program. Smaller tensors (flat's one round serves them) come from torch's
+allocator as before. The memory is a shared file, so a child made by fork()
+(a DataLoader worker) shares the parent's tensors rather than copying them:
+writes there are the parent's.
+
 The extension is found beside this file (installed: PREFIX/lib/python3/
 site-packages/baton/_baton_torch.so) or in the build tree
 (build/python/baton/_baton_torch.so); BATON_TORCH_EXTENSION=/path/to/it
@@ -87,6 +96,16 @@ def _load():
 
 _ext, extension_path = _load()
 create_process_group = _ext.create_process_group
+
+# Torch's tensors of this size and more over local memory (BATON_MEM_LOCAL=1):
+# below it flat's single round serves a call, and each block holds a file
+# descriptor.
+LOCAL_MIN_BYTES = 256 << 10
+if os.environ.get("BATON_MEM_LOCAL", "").strip() == "1":
+    if not _ext._install_local_allocator(LOCAL_MIN_BYTES):
+        import warnings
+        warnings.warn("baton.torch: BATON_MEM_LOCAL=1, but another CPU allocator of a higher "
+                      "priority is installed, so torch's tensors stay ordinary memory")
 
 # Registered once per process, even if this module is loaded again.
 if BACKEND.upper() not in dist.Backend._plugins:

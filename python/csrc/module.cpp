@@ -13,6 +13,7 @@
 
 #include <pybind11/chrono.h>
 
+#include "allocator.hpp"
 #include "process_group.hpp"
 
 namespace {
@@ -54,6 +55,13 @@ PYBIND11_MODULE(_baton_torch, m) {
       },
       py::arg("group"), py::arg("nbytes"), py::call_guard<py::gil_scoped_release>(),
       "nbytes of registered memory of the baton group `group` as a uint8 tensor; collective.");
+  /* BATON_MEM_LOCAL=1: torch's CPU tensors over baton's local memory
+   * (python/baton/torch.py installs it at import). */
+  m.def("_install_local_allocator", &baton_torch::installLocalAllocator, py::arg("min_bytes"),
+        "Makes torch's CPU tensors of min_bytes and more baton local memory; True when torch "
+        "now allocates through it.");
+  m.def("_local_blocks_held", &baton_torch::localBlocksHeld,
+        "How many blocks of local memory torch's tensors hold now.");
   m.attr("BACKEND_NAME") = "baton";
   m.attr("BATON_VERSION") =
       py::str(std::to_string(BATON_VERSION_MAJOR) + "." + std::to_string(BATON_VERSION_MINOR) +
