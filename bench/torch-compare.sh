@@ -42,6 +42,8 @@
 #                  the direct algorithm, no staging copy); Gloo's as ever.
 #                  The report says so in its header
 #   --out DIR      where the report goes (default bench/results)
+# With BATON_MEM_LOCAL=1 in the environment, torch's tensors of 256 KiB and
+# more are baton's local memory (python/baton/torch.py); the report says so.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -116,7 +118,7 @@ mkdir -p "$OUTDIR"
 RAW=$OUTDIR/torch-$stamp.raw
 OUT=$OUTDIR/torch-$stamp.md
 mkdir -p "$RAW"
-cmdline="bench/torch-compare.sh${ARGS:+ $ARGS}"
+cmdline="${BATON_MEM_LOCAL:+BATON_MEM_LOCAL=$BATON_MEM_LOCAL }bench/torch-compare.sh${ARGS:+ $ARGS}"
 
 # The DDP runs: median step of a run, from its JSON line.
 median_step() { # FILE -> seconds
@@ -217,6 +219,7 @@ EOF
   echo
   echo "Times are a call's time on the slowest rank (mean over the calls of a measurement, best of $REPS), through torch.distributed: baton's group and a Gloo group in the same processes, one right after the other at each size. Sizes are the whole buffer of a call (nccl-tests' convention), float32. Gloo 1.13 has no reduce_scatter: its column there is all_reduce of the whole input."
   [ -n "$REGISTERED" ] && { echo; echo "--registered: baton's tensors come from baton.torch.empty (registered memory, so the direct algorithm on one host); Gloo's are ordinary tensors."; }
+  [ "${BATON_MEM_LOCAL:-}" = 1 ] && { echo; echo "BATON_MEM_LOCAL=1: torch's CPU tensors of 256 KiB and more (Gloo's as well as baton's: the same processes) are baton's local memory, so baton runs direct on them on one host."; }
   [ -n "$iperf" ] && { echo; echo "iperf3 over one link of the emulated hosts, host 1 -> host 0, 5 s: $iperf MB/s."; }
 } >"$RAW/header.md"
 "$PY" bench/torch_bench.py report "$RAW" "$OUT" >/dev/null || die "the report failed"

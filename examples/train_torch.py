@@ -54,8 +54,11 @@ def parse():
 
 def load_backend(name):
     """`import baton.torch` registers "baton"; from a checkout, python/ and
-    build/python/ are found beside this file without PYTHONPATH."""
-    if name != "baton":
+    build/python/ are found beside this file without PYTHONPATH. With
+    BATON_MEM_LOCAL=1 it also makes torch's large tensors baton's local
+    memory, so it is imported then whatever the backend (and alone), and
+    every run of a comparison has the same allocator."""
+    if name != "baton" and os.environ.get("BATON_MEM_LOCAL", "").strip() != "1":
         return
     try:
         import baton.torch  # noqa: F401
@@ -81,10 +84,10 @@ def main():
     torch.set_num_threads(args.threads)
     sizes = [int(s) for s in args.sizes.split(",")]
     rank, world = 0, 1
+    load_backend("" if args.alone else args.backend)
     if not args.alone:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
-        load_backend(args.backend)
         dist.init_process_group(args.backend)
         rank, world = dist.get_rank(), dist.get_world_size()
 

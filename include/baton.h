@@ -316,8 +316,9 @@ int baton_mem_free(baton_comm_t *comm, void *ptr);
  *  - The first call that uses a block maps it on every peer and writes
  *    each of its pages once there (about 5 us a page on some virtual
  *    machines), so it is for buffers that are used again.
- *  - The memory is a shared file: a child made by fork() shares it with
- *    its parent rather than getting a copy.
+ *  - After fork() the child maps the parent's blocks privately: its writes
+ *    stay its own, as with any memory, but it sees the parent's later
+ *    writes to pages it has not written itself; its pool starts empty.
  * Errors: BATON_EINVAL (bytes 0, ptr NULL; a pointer that is not a local
  * block, for the free), BATON_ENOMEM (the system gave no memory, or the
  * pool holds a quarter of the process's file descriptors already: one a

@@ -159,7 +159,9 @@ static int map_rank(baton__call_t *c, const baton__step_t *st, int q, baton__lay
       continue;
     if (local[k]->seq) { /* local memory: mapped here the first time */
       char why[200];
-      base[k] = baton__mem_local_peer(c->comm, q, s->pid, local[k], why, sizeof why);
+      const baton__call_t *oldest = c->comm->live_first; /* in issue order */
+      uint64_t keep = oldest && oldest->seq < c->seq ? oldest->seq : c->seq;
+      base[k] = baton__mem_local_peer(c->comm, q, s->pid, local[k], c->seq, keep, why, sizeof why);
       if (!base[k])
         return baton__step_fail(c, st, BATON_ESYS, why);
       if (local[k]->off > local[k]->len || local[k]->len - local[k]->off < need[k]) {

@@ -32,10 +32,12 @@ typedef struct {
 int baton__mem_local_find(const void *p, size_t bytes, baton__local_t *out);
 /* Whether this kernel lets a process take another's file descriptor. */
 int baton__mem_local_can(void);
-/* Rank `rank`'s (process `pid`) block *b, mapped here: its base, mapped
- * the first time a call uses it and kept; NULL and why when it cannot be. */
+/* Rank `rank`'s (process `pid`) block *b, mapped here for call number
+ * `tick`: its base, mapped the first time a call uses it and kept; NULL
+ * and why when it cannot be. No mapping that a call numbered keep_from or
+ * later has used is given up to make room. */
 char *baton__mem_local_peer(baton_comm_t *comm, int rank, int pid, const baton__local_t *b,
-                            char *why, size_t whylen);
+                            uint64_t tick, uint64_t keep_from, char *why, size_t whylen);
 /* Unmaps the peers' blocks and closes their pidfds (baton__comm_free). */
 void baton__mem_local_forget(baton_comm_t *comm);
 /* Unmaps everything (baton__comm_free). */

@@ -60,15 +60,21 @@ static int nblocks, blocks_cap;
 static uint64_t next_seq;
 static size_t free_bytes;
 
-/* In a child made by fork(): the parent's blocks are still mapped here
- * (shared with it, as the memory is a shared file), but they are the
- * parent's to hand out, so the child's pool starts empty; its frees of
- * the parent's blocks are refused (the torch allocator's deleter then
- * leaves them mapped), and its descriptors of them are closed. The lock
- * may have been held by another thread of the parent: it starts anew. */
+/* In a child made by fork(): the parent's blocks would stay shared with
+ * it (the memory is a shared file), so each is mapped again in place,
+ * privately: the child's writes make copies of their pages, as after any
+ * fork, and never reach the parent (pages it has not written still show
+ * what the parent writes). They are the parent's to hand out, so the
+ * child's pool starts empty, its frees of them are refused (the torch
+ * allocator's deleter then leaves them mapped), and its descriptors of
+ * them are closed. The lock may have been held by another thread of the
+ * parent: it starts anew. */
 static void forked_child(void) {
-  for (int i = 0; i < nblocks; i++)
+  for (int i = 0; i < nblocks; i++) {
+    (void)mmap(blocks[i].base, blocks[i].len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED,
+               blocks[i].fd, 0);
     close(blocks[i].fd);
+  }
   blocks = NULL; /* the array stays the parent's copy: left, not freed mid-reset */
   nblocks = blocks_cap = 0;
   free_bytes = 0;
@@ -84,7 +90,7 @@ struct baton__lmap {
   uint64_t seq;
   char *base;
   size_t len;
-  uint64_t used; /* the call that last used it (comm->seq) */
+  uint64_t used; /* the latest call that used it (its number) */
 };
 #define MAPS_MAX 256
 
@@ -285,19 +291,20 @@ static int pidfd_of(baton_comm_t *comm, int rank, int pid, char *why, size_t why
 
 /* Room for one more mapping of len bytes: past MAPS_MAX blocks or a
  * quarter of the machine's memory mapped, the mappings used longest ago
- * (not by this call) are unmapped first; then the table grown if full. */
-static struct baton__lmap *map_slot(baton_comm_t *comm, size_t len) {
+ * are unmapped first, never one that a call from keep_from on (one not
+ * finished) has used; then the table grown if full. */
+static struct baton__lmap *map_slot(baton_comm_t *comm, size_t len, uint64_t keep_from) {
   size_t most = keep_limit() * 2, mapped = len;
   for (int i = 0; i < comm->nlmaps; i++)
     mapped += comm->lmaps[i].len;
   while (comm->nlmaps >= MAPS_MAX || mapped > most) {
     int old = -1;
     for (int i = 0; i < comm->nlmaps; i++)
-      if (comm->lmaps[i].used != comm->seq &&
+      if (comm->lmaps[i].used < keep_from &&
           (old < 0 || comm->lmaps[i].used < comm->lmaps[old].used))
         old = i;
     if (old < 0)
-      break; /* all of them this call's */
+      break; /* all of them in use */
     munmap(comm->lmaps[old].base, comm->lmaps[old].len);
     mapped -= comm->lmaps[old].len;
     comm->lmaps[old] = comm->lmaps[--comm->nlmaps];
@@ -313,7 +320,7 @@ static struct baton__lmap *map_slot(baton_comm_t *comm, size_t len) {
 }
 
 char *baton__mem_local_peer(baton_comm_t *comm, int rank, int pid, const baton__local_t *b,
-                            char *why, size_t whylen) {
+                            uint64_t tick, uint64_t keep_from, char *why, size_t whylen) {
   for (int i = 0; i < comm->nlmaps; i++) {
     struct baton__lmap *m = &comm->lmaps[i];
     if (m->rank == rank && m->seq == b->seq) {
@@ -322,7 +329,7 @@ char *baton__mem_local_peer(baton_comm_t *comm, int rank, int pid, const baton__
                  rank, (unsigned long long)b->seq, (unsigned long long)b->len, m->len);
         return NULL;
       }
-      m->used = comm->seq;
+      m->used = tick > m->used ? tick : m->used;
       return m->base;
     }
   }
@@ -351,7 +358,7 @@ char *baton__mem_local_peer(baton_comm_t *comm, int rank, int pid, const baton__
              (unsigned long long)b->len, strerror(e));
     return NULL;
   }
-  struct baton__lmap *m = map_slot(comm, b->len);
+  struct baton__lmap *m = map_slot(comm, b->len, keep_from);
   if (!m) {
     munmap(p, b->len);
     snprintf(why, whylen, "out of memory");
@@ -359,7 +366,7 @@ char *baton__mem_local_peer(baton_comm_t *comm, int rank, int pid, const baton__
   }
   baton__prefault_write(p, b->len, 1);
   *m = (struct baton__lmap){
-      .rank = rank, .seq = b->seq, .base = p, .len = b->len, .used = comm->seq};
+      .rank = rank, .seq = b->seq, .base = p, .len = b->len, .used = tick};
   return p;
 }
 

@@ -17,7 +17,8 @@
  *  - past a quarter of the file descriptors (RLIMIT_NOFILE lowered here)
  *    an allocation fails with BATON_ENOMEM saying so, and the pool works
  *    again once blocks are freed;
- *  - a child made by fork() gets a pool of its own;
+ *  - a child made by fork() gets a pool of its own, and its writes into
+ *    the parent's blocks stay its own;
  *  - the memory outlives the communicator.
  */
 #include <stdint.h>
@@ -150,18 +151,23 @@ static void test_fd_budget(tally_t *t) {
 }
 
 /* A child made by fork() starts with a pool of its own: a block the
- * parent had freed is not handed to it, nor may it free the parent's. */
+ * parent had freed is not handed to it, nor may it free the parent's; and
+ * what it writes into the parent's blocks stays its own. */
 static void test_fork(tally_t *t) {
-  void *held = NULL, *freed = NULL;
-  if (!tally_record(t, baton_mem_alloc_local(1 << 20, &held) == BATON_OK &&
+  unsigned char *held = NULL;
+  void *freed = NULL;
+  if (!tally_record(t, baton_mem_alloc_local(1 << 20, (void **)&held) == BATON_OK &&
                            baton_mem_alloc_local(2 << 20, &freed) == BATON_OK))
     return;
   baton_mem_free_local(freed); /* in the parent's pool, for its next 2 MiB */
+  memset(held, 5, 1 << 20);
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
     void *mine = NULL;
-    int bad = baton_mem_alloc_local(2 << 20, &mine) != BATON_OK || mine == freed;
+    int bad = held[4096] != 5; /* the child sees the parent's data */
+    memset(held, 9, 1 << 20);  /* and writes its own copy of it */
+    bad |= baton_mem_alloc_local(2 << 20, &mine) != BATON_OK || mine == freed;
     bad |= baton_mem_free_local(held) != BATON_EINVAL;
     if (mine)
       memset(mine, 1, 2 << 20);
@@ -174,6 +180,11 @@ static void test_fork(tally_t *t) {
   if (!tally_record(t, ok))
     tally_say(t, "a forked child's pool: status %d (3: it got the parent's freed block or freed "
               "the parent's)", status);
+  int mine = 1;
+  for (size_t i = 0; i < (1 << 20); i += 4093)
+    mine &= held[i] == 5;
+  if (!tally_record(t, mine))
+    tally_say(t, "a forked child's writes into a local block reached the parent");
   void *again = NULL;
   tally_record(t, baton_mem_alloc_local(2 << 20, &again) == BATON_OK && again == freed);
   baton_mem_free_local(again);

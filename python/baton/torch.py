@@ -32,9 +32,9 @@ module also makes torch's own CPU tensors of 256 KiB and more local memory
 (baton_mem_alloc_local), which the peers on the host map when a call uses it:
 collectives on ordinary tensors then run direct too, with no change to the
 program. Smaller tensors (flat's one round serves them) come from torch's
-allocator as before. The memory is a shared file, so a child made by fork()
-(a DataLoader worker) shares the parent's tensors rather than copying them:
-writes there are the parent's.
+allocator as before. A child made by fork() (a DataLoader worker) maps such
+tensors privately: its writes stay its own, but until it writes a page it sees
+what the parent writes there later.
 
 The extension is found beside this file (installed: PREFIX/lib/python3/
 site-packages/baton/_baton_torch.so) or in the build tree
