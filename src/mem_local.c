@@ -239,11 +239,8 @@ int baton__mem_local_find(const void *p, size_t bytes, baton__local_t *out) {
   for (int i = 0; c && i < nblocks && !found; i++) {
     const block_t *b = &blocks[i];
     if (b->busy && c >= b->base && bytes <= b->bytes && (size_t)(c - b->base) <= b->bytes - bytes) {
-      *out = (baton__local_t){.seq = b->seq,
-                              .off = (uint64_t)(c - b->base),
-                              .len = b->len,
-                              .ino = b->ino,
-                              .fd = b->fd};
+      *out = (baton__local_t){
+          .seq = b->seq, .off = (uint64_t)(c - b->base), .len = b->len, .ino = b->ino, .fd = b->fd};
       found = 1;
     }
   }
@@ -325,8 +322,9 @@ char *baton__mem_local_peer(baton_comm_t *comm, int rank, int pid, const baton__
     struct baton__lmap *m = &comm->lmaps[i];
     if (m->rank == rank && m->seq == b->seq) {
       if (m->len != b->len) {
-        snprintf(why, whylen, "rank %d shows its local block %llu as %llu bytes, mapped here as %zu",
-                 rank, (unsigned long long)b->seq, (unsigned long long)b->len, m->len);
+        snprintf(why, whylen,
+                 "rank %d shows its local block %llu as %llu bytes, mapped here as %zu", rank,
+                 (unsigned long long)b->seq, (unsigned long long)b->len, m->len);
         return NULL;
       }
       m->used = tick > m->used ? tick : m->used;
@@ -338,8 +336,9 @@ char *baton__mem_local_peer(baton_comm_t *comm, int rank, int pid, const baton__
     return NULL;
   int fd = (int)syscall(SYS_pidfd_getfd, pfd, b->fd, 0);
   if (fd < 0) {
-    snprintf(why, whylen, "pidfd_getfd of rank %d's local block %llu (its descriptor %d) failed: %s",
-             rank, (unsigned long long)b->seq, b->fd, strerror(errno));
+    snprintf(why, whylen,
+             "pidfd_getfd of rank %d's local block %llu (its descriptor %d) failed: %s", rank,
+             (unsigned long long)b->seq, b->fd, strerror(errno));
     return NULL;
   }
   struct stat st;
@@ -365,8 +364,7 @@ char *baton__mem_local_peer(baton_comm_t *comm, int rank, int pid, const baton__
     return NULL;
   }
   baton__prefault_write(p, b->len, 1);
-  *m = (struct baton__lmap){
-      .rank = rank, .seq = b->seq, .base = p, .len = b->len, .used = tick};
+  *m = (struct baton__lmap){.rank = rank, .seq = b->seq, .base = p, .len = b->len, .used = tick};
   return p;
 }
 

@@ -118,7 +118,8 @@ static void test_calls(tally_t *t, int direct) {
       check_sum(t, x, n, k, "allreduce on local memory freed and taken again");
   }
   if (!tally_record(t, maps_naming("memfd:baton-local") == most))
-    tally_say(t, "the loop took the local mappings from %d to %d", most, maps_naming("memfd:baton-local"));
+    tally_say(t, "the loop took the local mappings from %d to %d", most,
+              maps_naming("memfd:baton-local"));
   baton_mem_free_local(x);
   baton_mem_free_local(y);
   baton_mem_free_local(z);
@@ -140,8 +141,8 @@ static void test_fd_budget(tally_t *t) {
       break;
   int ok = rc == BATON_ENOMEM && got < 33 && strstr(baton_last_init_error(), "file descriptors");
   if (!tally_record(t, ok))
-    tally_say(t, "%d blocks under a limit of 128 descriptors, then %s: %s", got,
-              baton_err_name(rc), baton_last_init_error());
+    tally_say(t, "%d blocks under a limit of 128 descriptors, then %s: %s", got, baton_err_name(rc),
+              baton_last_init_error());
   for (int i = 0; i < got; i++)
     baton_mem_free_local(p[i]);
   setrlimit(RLIMIT_NOFILE, &old);
@@ -175,11 +176,13 @@ static void test_fork(tally_t *t) {
     _exit(bad ? 3 : 0);
   }
   int status = -1;
-  int ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-           WEXITSTATUS(status) == 0;
+  int ok =
+      pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (!tally_record(t, ok))
-    tally_say(t, "a forked child's pool: status %d (3: it got the parent's freed block or freed "
-              "the parent's)", status);
+    tally_say(t,
+              "a forked child's pool: status %d (3: it got the parent's freed block or freed "
+              "the parent's)",
+              status);
   int mine = 1;
   for (size_t i = 0; i < (1 << 20); i += 4093)
     mine &= held[i] == 5;
