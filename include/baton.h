@@ -326,6 +326,10 @@ int baton_mem_free(baton_comm_t *comm, void *ptr);
  */
 int baton_mem_alloc_local(size_t bytes, void **ptr);
 int baton_mem_free_local(void *ptr);
+/* 1 when ptr is where a block that baton_mem_alloc_local handed out
+ * starts and it is not yet freed, else 0; it sets no error, so that an
+ * allocator that mixes kinds of memory can ask before it frees. */
+int baton_mem_is_local(const void *ptr);
 
 /*
  * recvbuf[i] = op over all ranks of sendbuf[i], for i < count.

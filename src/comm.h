@@ -63,6 +63,7 @@ struct baton_comm {
    * pidfd per rank (-1: none yet), once a call has needed them. */
   struct baton__lmap *lmaps;
   int nlmaps, lmaps_cap;
+  size_t lmapped; /* bytes, of all of them */
   int *pidfds;
   /* The signature of the call whose step runs now: what the transports
    * stamp on what they send and check what they receive against. */

@@ -120,10 +120,23 @@ static int tables(baton__call_t *c, baton__layout_t *l) {
   return 0;
 }
 
+/* The number of the oldest call not yet finished, c's or an earlier one:
+ * the peers' local blocks that calls from it on use stay mapped. The
+ * caller's thread issues and finishes calls while the progress thread runs
+ * this one, so the list is read under the lock. */
+static uint64_t oldest_live(const baton__call_t *c) {
+  baton__progress_lock(c->comm);
+  const baton__call_t *oldest = c->comm->live_first; /* in issue order */
+  uint64_t keep = oldest && oldest->seq < c->seq ? oldest->seq : c->seq;
+  baton__progress_unlock(c->comm);
+  return keep;
+}
+
 /* Rank q's buffers, mapped here: its layout from the call's arguments
  * (every rank knows them; alltoallv, whose it does not, is not served),
  * its mapping from what it showed. */
-static int map_rank(baton__call_t *c, const baton__step_t *st, int q, baton__layout_t *l) {
+static int map_rank(baton__call_t *c, const baton__step_t *st, int q, uint64_t keep,
+                    baton__layout_t *l) {
   const baton__call_args_t *a = &c->args;
   int n = c->comm->size;
   baton__layout_args_t la = {.coll = a->coll,
@@ -159,8 +172,6 @@ static int map_rank(baton__call_t *c, const baton__step_t *st, int q, baton__lay
       continue;
     if (local[k]->seq) { /* local memory: mapped here the first time */
       char why[200];
-      const baton__call_t *oldest = c->comm->live_first; /* in issue order */
-      uint64_t keep = oldest && oldest->seq < c->seq ? oldest->seq : c->seq;
       base[k] = baton__mem_local_peer(c->comm, q, s->pid, local[k], c->seq, keep, why, sizeof why);
       if (!base[k])
         return baton__step_fail(c, st, BATON_ESYS, why);
@@ -275,8 +286,9 @@ int baton__direct_arrive(baton__call_t *c, const baton__step_t *st) {
     rc = baton__call_restage(c, staged);
     return rc ? rc : BATON__DIRECT_RESTAGED;
   }
+  uint64_t keep = comm->params.mem_local ? oldest_live(c) : c->seq;
   for (int q = 0; q < n && !rc; q++)
-    rc = map_rank(c, st, q, &l);
+    rc = map_rank(c, st, q, keep, &l);
   return rc;
 }
 

@@ -55,7 +55,7 @@ typedef struct {
 } mem_msg_t;
 _Static_assert(sizeof(mem_msg_t) <= BATON__SHOW_BYTES, "a mailbox holds an allocation's message");
 
-static size_t page_up(size_t n) {
+size_t baton__page_up(size_t n) {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
   return (n + pg - 1) / pg * pg;
 }
@@ -93,7 +93,7 @@ static void region_unmap(baton_comm_t *comm, baton__region_t *r) {
     if (r->peer[q] && q != comm->rank)
       munmap(r->peer[q], r->map_len[q]);
   if (r->mine && r->base)
-    munmap(r->base, page_up(r->bytes));
+    munmap(r->base, baton__page_up(r->bytes));
   free(r->peer);
   free(r->peer_len);
   free(r->map_len);
@@ -208,7 +208,7 @@ static int map_peer(baton__region_t *r, int q, const mem_msg_t *m, char *why, si
     return BATON_ESYS;
   }
   struct stat st;
-  size_t len = page_up((size_t)m->bytes);
+  size_t len = baton__page_up((size_t)m->bytes);
   if (fstat(fd, &st) != 0 || (size_t)st.st_size != len) {
     snprintf(why, whylen, "rank %d's memory %s has %lld bytes, its message says %zu", q, name,
              (long long)st.st_size, len);
@@ -232,7 +232,7 @@ static int map_peer(baton__region_t *r, int q, const mem_msg_t *m, char *why, si
  * anonymous memory when no peer maps it. */
 static int map_own(baton_comm_t *comm, baton__region_t *r, int shared, char *name, size_t namelen,
                    char *why, size_t whylen) {
-  size_t len = page_up(r->bytes);
+  size_t len = baton__page_up(r->bytes);
   if (!shared) {
     void *p =
         mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -346,7 +346,7 @@ int baton_mem_alloc(baton_comm_t *comm, size_t bytes, void **ptr) {
     }
   }
   if (rc && r->base) {
-    munmap(r->base, page_up(bytes));
+    munmap(r->base, baton__page_up(bytes));
     r->base = NULL;
   }
   /* The allocation's signature: a number of the communicator's calls, so
@@ -421,7 +421,7 @@ int baton_mem_free(baton_comm_t *comm, void *ptr) {
       return baton__fail(comm, BATON_EUSAGE,
                          "baton_mem_free: requests are in flight on the communicator; free "
                          "registered memory once they have completed");
-    munmap(r->base, page_up(r->bytes));
+    munmap(r->base, baton__page_up(r->bytes));
     r->mine = 0;
     r->base = NULL;
     if (r->peer)

@@ -20,6 +20,8 @@ char *baton__mem_peer(const baton_comm_t *comm, int rank, uint32_t id, size_t *b
 /* Writes every page of a new mapping once (mem.c); `live`: its owner may
  * be writing it, so each write is an atomic add of 0. */
 void baton__prefault_write(char *p, size_t len, int live);
+/* n rounded up to whole pages. */
+size_t baton__page_up(size_t n);
 
 /* What a rank shows of a buffer in local memory (mem_local.c): its block's
  * number in its process, the offset in it, the block's mapped bytes and

@@ -24,6 +24,7 @@
  * are not reused.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,12 +95,10 @@ struct baton__lmap {
 };
 #define MAPS_MAX 256
 
-static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
-
 /* Pages, then four classes to a power of two past 64 KiB, so that a
  * tensor of about the same size takes a block back from the pool. */
 static size_t size_class(size_t bytes) {
-  size_t pg = page_size(), len = (bytes + pg - 1) / pg * pg;
+  size_t len = baton__page_up(bytes);
   if (len <= (64u << 10))
     return len;
   size_t top = (size_t)1 << (63 - __builtin_clzll((unsigned long long)len));
@@ -118,7 +117,7 @@ static int fd_budget(void) {
 
 static size_t keep_limit(void) {
   long pages = sysconf(_SC_PHYS_PAGES);
-  return pages > 0 ? (size_t)pages * page_size() / 8 : (size_t)1 << 30;
+  return pages > 0 ? (size_t)pages * (size_t)sysconf(_SC_PAGESIZE) / 8 : (size_t)1 << 30;
 }
 
 static void release(block_t *b) {
@@ -126,8 +125,12 @@ static void release(block_t *b) {
   close(b->fd);
 }
 
-static int fail(int rc, const char *fmt, const char *what, size_t n, int err) {
-  snprintf(baton__init_error, sizeof baton__init_error, fmt, what, n, strerror(err));
+/* rc, with its reason where baton_last_init_error() shows it. */
+__attribute__((format(printf, 2, 3))) static int fail(int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(baton__init_error, sizeof baton__init_error, fmt, ap);
+  va_end(ap);
   return rc;
 }
 
@@ -136,19 +139,21 @@ static int block_new(size_t len, block_t *b) {
   int fd = memfd_create("baton-local", MFD_CLOEXEC);
   if (fd < 0)
     return fail(errno == EMFILE || errno == ENFILE ? BATON_ENOMEM : BATON_ESYS,
-                "baton_mem_alloc_local: %s of %zu bytes failed: %s", "memfd_create", len, errno);
+                "baton_mem_alloc_local: memfd_create of %zu bytes failed: %s", len,
+                strerror(errno));
   struct stat st;
   if (ftruncate(fd, (off_t)len) != 0 || fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
-    return fail(BATON_ENOMEM, "baton_mem_alloc_local: %s to %zu bytes failed: %s", "sizing", len,
-                e);
+    return fail(BATON_ENOMEM, "baton_mem_alloc_local: sizing to %zu bytes failed: %s", len,
+                strerror(e));
   }
   void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) {
     int e = errno;
     close(fd);
-    return fail(BATON_ENOMEM, "baton_mem_alloc_local: %s of %zu bytes failed: %s", "mmap", len, e);
+    return fail(BATON_ENOMEM, "baton_mem_alloc_local: mmap of %zu bytes failed: %s", len,
+                strerror(e));
   }
   baton__prefault_write(p, len, 0);
   *b = (block_t){.base = p, .len = len, .fd = fd, .ino = (uint64_t)st.st_ino};
@@ -156,15 +161,11 @@ static int block_new(size_t len, block_t *b) {
 }
 
 int baton_mem_alloc_local(size_t bytes, void **ptr) {
-  if (!ptr) {
-    snprintf(baton__init_error, sizeof baton__init_error, "baton_mem_alloc_local: ptr is NULL");
-    return BATON_EINVAL;
-  }
+  if (!ptr)
+    return fail(BATON_EINVAL, "baton_mem_alloc_local: ptr is NULL");
   *ptr = NULL;
-  if (bytes == 0) {
-    snprintf(baton__init_error, sizeof baton__init_error, "baton_mem_alloc_local: bytes is 0");
-    return BATON_EINVAL;
-  }
+  if (bytes == 0)
+    return fail(BATON_EINVAL, "baton_mem_alloc_local: bytes is 0");
   size_t len = size_class(bytes);
   pthread_once(&fork_once, on_fork);
   pthread_mutex_lock(&pool_mu);
@@ -179,20 +180,17 @@ int baton_mem_alloc_local(size_t bytes, void **ptr) {
     }
   int rc = BATON_OK;
   if (nblocks >= fd_budget()) {
-    snprintf(baton__init_error, sizeof baton__init_error,
-             "baton_mem_alloc_local: the pool holds %d blocks, a quarter of this process's file "
-             "descriptors (RLIMIT_NOFILE), one a block",
-             nblocks);
-    rc = BATON_ENOMEM;
+    rc = fail(BATON_ENOMEM,
+              "baton_mem_alloc_local: the pool holds %d blocks, a quarter of this process's file "
+              "descriptors (RLIMIT_NOFILE), one a block",
+              nblocks);
   } else if (nblocks == blocks_cap) {
     int cap = blocks_cap ? 2 * blocks_cap : 16;
     block_t *t = realloc(blocks, (size_t)cap * sizeof *t);
-    if (!t) {
-      snprintf(baton__init_error, sizeof baton__init_error, "baton_mem_alloc_local: out of memory");
-      rc = BATON_ENOMEM;
-    } else {
+    if (!t)
+      rc = fail(BATON_ENOMEM, "baton_mem_alloc_local: out of memory");
+    else
       blocks = t, blocks_cap = cap;
-    }
   }
   block_t b;
   if (rc == BATON_OK && (rc = block_new(len, &b)) == BATON_OK) {
@@ -206,14 +204,28 @@ int baton_mem_alloc_local(size_t bytes, void **ptr) {
   return rc;
 }
 
+/* The block handed out at ptr, under the lock; -1 when none is. */
+static int held_at(const void *ptr) {
+  for (int i = 0; ptr && i < nblocks; i++)
+    if (blocks[i].base == ptr && blocks[i].busy)
+      return i;
+  return -1;
+}
+
+int baton_mem_is_local(const void *ptr) {
+  pthread_mutex_lock(&pool_mu);
+  int i = held_at(ptr);
+  pthread_mutex_unlock(&pool_mu);
+  return i >= 0;
+}
+
 int baton_mem_free_local(void *ptr) {
   if (!ptr)
     return BATON_OK;
   pthread_mutex_lock(&pool_mu);
-  for (int i = 0; i < nblocks; i++) {
+  int i = held_at(ptr);
+  if (i >= 0) {
     block_t *b = &blocks[i];
-    if (b->base != ptr || !b->busy)
-      continue;
     b->busy = 0;
     if (free_bytes + b->len > keep_limit()) {
       release(b);
@@ -225,11 +237,10 @@ int baton_mem_free_local(void *ptr) {
     return BATON_OK;
   }
   pthread_mutex_unlock(&pool_mu);
-  snprintf(baton__init_error, sizeof baton__init_error,
-           "baton_mem_free_local: %p is not memory that baton_mem_alloc_local returned (or it was "
-           "freed already)",
-           ptr);
-  return BATON_EINVAL;
+  return fail(BATON_EINVAL,
+              "baton_mem_free_local: %p is not memory that baton_mem_alloc_local returned (or it "
+              "was freed already)",
+              ptr);
 }
 
 int baton__mem_local_find(const void *p, size_t bytes, baton__local_t *out) {
@@ -291,10 +302,8 @@ static int pidfd_of(baton_comm_t *comm, int rank, int pid, char *why, size_t why
  * are unmapped first, never one that a call from keep_from on (one not
  * finished) has used; then the table grown if full. */
 static struct baton__lmap *map_slot(baton_comm_t *comm, size_t len, uint64_t keep_from) {
-  size_t most = keep_limit() * 2, mapped = len;
-  for (int i = 0; i < comm->nlmaps; i++)
-    mapped += comm->lmaps[i].len;
-  while (comm->nlmaps >= MAPS_MAX || mapped > most) {
+  size_t most = keep_limit() * 2;
+  while (comm->nlmaps >= MAPS_MAX || comm->lmapped + len > most) {
     int old = -1;
     for (int i = 0; i < comm->nlmaps; i++)
       if (comm->lmaps[i].used < keep_from &&
@@ -303,7 +312,7 @@ static struct baton__lmap *map_slot(baton_comm_t *comm, size_t len, uint64_t kee
     if (old < 0)
       break; /* all of them in use */
     munmap(comm->lmaps[old].base, comm->lmaps[old].len);
-    mapped -= comm->lmaps[old].len;
+    comm->lmapped -= comm->lmaps[old].len;
     comm->lmaps[old] = comm->lmaps[--comm->nlmaps];
   }
   if (comm->nlmaps == comm->lmaps_cap) {
@@ -365,6 +374,7 @@ char *baton__mem_local_peer(baton_comm_t *comm, int rank, int pid, const baton__
   }
   baton__prefault_write(p, b->len, 1);
   *m = (struct baton__lmap){.rank = rank, .seq = b->seq, .base = p, .len = b->len, .used = tick};
+  comm->lmapped += b->len;
   return p;
 }
 
@@ -374,6 +384,7 @@ void baton__mem_local_forget(baton_comm_t *comm) {
   free(comm->lmaps);
   comm->lmaps = NULL;
   comm->nlmaps = comm->lmaps_cap = 0;
+  comm->lmapped = 0;
   for (int q = 0; comm->pidfds && q < comm->size; q++)
     if (comm->pidfds[q] >= 0)
       close(comm->pidfds[q]);

@@ -12,7 +12,8 @@
  *
  * Torch frees a tensor's memory through the DataPtr's deleter, which for
  * local memory gives the block back to baton's pool; raw_deleter serves
- * the code that allocates through raw_allocate, for either kind.
+ * the code that allocates through raw_allocate, for either kind, so one
+ * deleter asks which kind it has before it frees.
  */
 #include "allocator.hpp"
 
@@ -29,20 +30,23 @@ namespace {
 std::atomic<long> held{0};
 at::DeleterFnPtr fallbackRaw = nullptr;
 
-void freeLocal(void *p) {
-  if (p && baton_mem_free_local(p) == BATON_OK)
-    held.fetch_sub(1, std::memory_order_relaxed);
-}
-
-/* raw_allocate's memory: ours, or the previous allocator's. */
-void freeEither(void *p) {
+/* Local memory back to the pool. Other memory is the previous
+ * allocator's only where raw_allocate handed it out (`raw`); a local
+ * block a forked child inherited is not the child's to free (baton.h) and
+ * stays mapped. */
+void release(void *p, bool raw) {
   if (!p)
     return;
-  if (baton_mem_free_local(p) == BATON_OK)
-    held.fetch_sub(1, std::memory_order_relaxed);
-  else if (fallbackRaw)
+  if (baton_mem_is_local(p)) {
+    if (baton_mem_free_local(p) == BATON_OK)
+      held.fetch_sub(1, std::memory_order_relaxed);
+  } else if (raw && fallbackRaw) {
     fallbackRaw(p);
+  }
 }
+
+void freeLocal(void *p) { release(p, false); }
+void freeRaw(void *p) { release(p, true); }
 
 class LocalAllocator final : public at::Allocator {
 public:
@@ -59,7 +63,7 @@ public:
     return fallback_->allocate(n);
   }
 
-  at::DeleterFnPtr raw_deleter() const override { return &freeEither; }
+  at::DeleterFnPtr raw_deleter() const override { return &freeRaw; }
 
   void setMin(size_t b) { min_bytes_.store(b ? b : 1, std::memory_order_relaxed); }
 
