@@ -41,6 +41,10 @@
 #   --registered   baton's tensors from baton.torch.empty (registered memory:
 #                  the direct algorithm, no staging copy); Gloo's as ever.
 #                  The report says so in its header
+#   --bucket-view  DDP with gradient_as_bucket_view=True in every DDP run
+#                  (baton, Gloo and the one without communication): the
+#                  gradients are views of DDP's buckets, not copied into them
+#                  and back each step. The report says so
 #   --out DIR      where the report goes (default bench/results)
 # With BATON_MEM_LOCAL=1 in the environment, torch's tensors of 256 KiB and
 # more are baton's local memory (python/baton/torch.py); the report says so.
@@ -48,7 +52,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 PARTS="shm2 shm4 cluster4 ddp ddp-cluster4"
-MINB=8 MAXB=128M BUDGET=0.5 REPS=1 STEPS=8 RATE=1gbit OUTDIR=bench/results REGISTERED=
+MINB=8 MAXB=128M BUDGET=0.5 REPS=1 STEPS=8 RATE=1gbit OUTDIR=bench/results REGISTERED= BUCKET_VIEW=
 COLLS=allreduce,allgather,reduce_scatter,broadcast,alltoall
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
@@ -70,6 +74,7 @@ while [ $# -gt 0 ]; do
     --colls) COLLS=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
     --registered) REGISTERED=--registered; shift ;;
+    --bucket-view) BUCKET_VIEW=--bucket-view; shift ;;
     --inside) shift; break ;; # internal: a part inside `cluster.sh with`
     -h|--help) sed -n '2,/^set -uo/s/^# \{0,1\}//p' "$0" | grep -v '^set -uo'; exit 0 ;;
     *) die "unknown argument '$1' (try --help)" ;;
@@ -92,6 +97,7 @@ PYTHONPATH=python "$PY" -c 'import baton.torch' 2>/dev/null ||
 BENCH=(bench/torch_bench.py --min "$MINB" --max "$MAXB" --budget "$BUDGET" --reps "$REPS"
   --colls "$COLLS" $REGISTERED)
 TRAIN=(examples/train_torch.py --steps "$STEPS" --warmup 2 --json)
+DDP_ARGS=($BUCKET_VIEW) # the DDP runs only: --alone has no DDP
 
 # --inside RAW PART: inside `cluster.sh with 4`: iperf3, then the part.
 if [ "${1:-}" != "" ]; then
@@ -144,8 +150,8 @@ ddp_part() { # ranks where
   for ((i = 1; i <= REPS; i++)); do
     for b in baton gloo noop; do
       f=$RAW/ddp-$where-n$n.$b.r$i.log
-      opt=(--backend "$b")
-      [ "$b" = noop ] && opt=(--backend baton --noop-hook)
+      opt=(--backend "$b" "${DDP_ARGS[@]}")
+      [ "$b" = noop ] && opt=(--backend baton --noop-hook "${DDP_ARGS[@]}")
       say "ddp: $n ranks ($where), ${opt[*]}, run $i"
       if [ "$where" = cluster4 ]; then
         "$CLUSTER" with 4 --rate "$RATE" -- env GLOO_SOCKET_IFNAME=eth0 PYTHONPATH=python \
@@ -219,6 +225,7 @@ EOF
   echo
   echo "Times are a call's time on the slowest rank (mean over the calls of a measurement, best of $REPS), through torch.distributed: baton's group and a Gloo group in the same processes, one right after the other at each size. Sizes are the whole buffer of a call (nccl-tests' convention), float32. Gloo 1.13 has no reduce_scatter: its column there is all_reduce of the whole input."
   [ -n "$REGISTERED" ] && { echo; echo "--registered: baton's tensors come from baton.torch.empty (registered memory, so the direct algorithm on one host); Gloo's are ordinary tensors."; }
+  [ -n "$BUCKET_VIEW" ] && { echo; echo "--bucket-view: every DDP run (baton, Gloo, no communication) has gradient_as_bucket_view=True."; }
   [ "${BATON_MEM_LOCAL:-}" = 1 ] && { echo; echo "BATON_MEM_LOCAL=1: torch's CPU tensors of 256 KiB and more (Gloo's as well as baton's: the same processes) are baton's local memory, so baton runs direct on them on one host."; }
   [ -n "$iperf" ] && { echo; echo "iperf3 over one link of the emulated hosts, host 1 -> host 0, 5 s: $iperf MB/s."; }
 } >"$RAW/header.md"

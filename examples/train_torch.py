@@ -46,6 +46,9 @@ def parse():
     ap.add_argument("--noop-hook", action="store_true",
                     help="DDP with a comm hook that does not communicate: what DDP and the "
                     "ranks sharing the machine cost without the allreduce")
+    ap.add_argument("--bucket-view", action="store_true",
+                    help="DDP(gradient_as_bucket_view=True): the gradients are views of the "
+                    "buckets, which saves DDP's copy of them into the buckets and back")
     ap.add_argument("--check", action="store_true",
                     help="at the end, every rank's parameters must be rank 0's")
     ap.add_argument("--json", action="store_true", help="print the step times as JSON too")
@@ -94,7 +97,7 @@ def main():
     torch.manual_seed(0)
     model = mlp(sizes)
     nparams = sum(p.numel() for p in model.parameters())
-    net = model if args.alone else DDP(model)
+    net = model if args.alone else DDP(model, gradient_as_bucket_view=args.bucket_view)
     if args.noop_hook and not args.alone:
         def noop(state, bucket):
             fut = torch.futures.Future()
