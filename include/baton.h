@@ -328,7 +328,9 @@ int baton_mem_alloc_local(size_t bytes, void **ptr);
 int baton_mem_free_local(void *ptr);
 /* 1 when ptr is where a block that baton_mem_alloc_local handed out
  * starts and it is not yet freed, else 0; it sets no error, so that an
- * allocator that mixes kinds of memory can ask before it frees. */
+ * allocator that mixes kinds of memory can ask before it frees. In a
+ * child made by fork() the blocks the parent held at the fork count too,
+ * though the child's baton_mem_free_local refuses them (BATON_EINVAL). */
 int baton_mem_is_local(const void *ptr);
 
 /*

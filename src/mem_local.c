@@ -60,6 +60,12 @@ static block_t *blocks;
 static int nblocks, blocks_cap;
 static uint64_t next_seq;
 static size_t free_bytes;
+/* In a child made by fork(): where the blocks start that the parent (or
+ * an earlier ancestor) held at the fork, which the child's tensors may
+ * still use. baton_mem_is_local counts them, so that an allocator never
+ * gives them to another free(); baton_mem_free_local refuses them. */
+static void **inherited;
+static int ninherited;
 
 /* In a child made by fork(): the parent's blocks would stay shared with
  * it (the memory is a shared file), so each is mapped again in place,
@@ -67,15 +73,23 @@ static size_t free_bytes;
  * fork, and never reach the parent (pages it has not written still show
  * what the parent writes). They are the parent's to hand out, so the
  * child's pool starts empty, its frees of them are refused (the torch
- * allocator's deleter then leaves them mapped), and its descriptors of
- * them are closed. The lock may have been held by another thread of the
- * parent: it starts anew. */
+ * allocator's deleter then leaves them mapped), the ones held are listed
+ * in `inherited`, and its descriptors of them are closed. The lock may
+ * have been held by another thread of the parent: it starts anew. */
 static void forked_child(void) {
+  void **held = malloc((size_t)(ninherited + nblocks) * sizeof *held);
+  int nheld = 0;
+  for (int i = 0; held && i < ninherited; i++)
+    held[nheld++] = inherited[i];
   for (int i = 0; i < nblocks; i++) {
     (void)mmap(blocks[i].base, blocks[i].len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED,
                blocks[i].fd, 0);
     close(blocks[i].fd);
+    if (held && blocks[i].busy)
+      held[nheld++] = blocks[i].base;
   }
+  free(inherited);
+  inherited = held, ninherited = nheld;
   blocks = NULL; /* the array stays the parent's copy: left, not freed mid-reset */
   nblocks = blocks_cap = 0;
   free_bytes = 0;
@@ -214,9 +228,11 @@ static int held_at(const void *ptr) {
 
 int baton_mem_is_local(const void *ptr) {
   pthread_mutex_lock(&pool_mu);
-  int i = held_at(ptr);
+  int is = ptr && held_at(ptr) >= 0;
+  for (int i = 0; ptr && i < ninherited && !is; i++)
+    is = inherited[i] == ptr;
   pthread_mutex_unlock(&pool_mu);
-  return i >= 0;
+  return is;
 }
 
 int baton_mem_free_local(void *ptr) {

@@ -32,8 +32,8 @@ at::DeleterFnPtr fallbackRaw = nullptr;
 
 /* Local memory back to the pool. Other memory is the previous
  * allocator's only where raw_allocate handed it out (`raw`); a local
- * block a forked child inherited is not the child's to free (baton.h) and
- * stays mapped. */
+ * block a forked child inherited counts as local but is not the child's
+ * to free (baton.h), so it stays mapped. */
 void release(void *p, bool raw) {
   if (!p)
     return;
