@@ -191,7 +191,8 @@ typedef struct {
   double timeout_s;
 } baton_kv_t;
 int baton_comm_init_kv(baton_comm_t **comm, int size, int rank, const baton_kv_t *kv);
-/* The text of the last failed baton_comm_init() in this process. */
+/* The text of the calling thread's last failed baton_comm_init*(),
+ * baton_get_unique_id() or local-memory call (as errno: each thread its own). */
 const char *baton_last_init_error(void);
 
 /*

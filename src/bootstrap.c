@@ -32,7 +32,9 @@
 #include "p2p.h"
 #include "store.h"
 
-char baton__init_error[BATON__ERRLEN];
+/* One per thread, as errno: two threads that make communicators (or local
+ * memory) at once each read their own failure's text. */
+_Thread_local char baton__init_error[BATON__ERRLEN];
 
 const char *baton_last_init_error(void) { return baton__init_error; }
 

@@ -149,8 +149,9 @@ void baton__comm_free(baton_comm_t *c);
 int baton__numa_node_of_self(const char *sysfs_nodes);
 int baton__numa_parse(const char *spec, int size, int *node, char *err, size_t errlen);
 
-/* What baton_last_init_error returns (bootstrap.c; uniqueid.c writes it too). */
-extern char baton__init_error[BATON__ERRLEN];
+/* What baton_last_init_error returns, the calling thread's (bootstrap.c;
+ * uniqueid.c and mem_local.c write it too). */
+extern _Thread_local char baton__init_error[BATON__ERRLEN];
 /* uniqueid.c: reads "baton-id-1 <host:port> <nonce>" (-1 when it is not
  * one); and takes the store that baton_get_unique_id started for that
  * nonce in this process out of the registry, NULL when there is none. */

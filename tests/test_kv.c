@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,6 +100,42 @@ static void check_rc(tally_t *t, int got, int want, const char *what, const char
               baton_err_name(want), needle ? " naming " : "", needle ? needle : "");
 }
 
+/* In a thread of its own: an init that fails, and the text it leaves. */
+typedef struct {
+  dirkv_t *d;
+  int rc;
+  char text[256];
+} thread_fail_t;
+
+static void *fail_in_thread(void *arg) {
+  thread_fail_t *f = arg;
+  baton_comm_t *c;
+  baton_kv_t kv = kv_of(f->d, 0);
+  f->rc = baton_comm_init_kv(&c, 3, 7, &kv);
+  snprintf(f->text, sizeof f->text, "%s", baton_last_init_error());
+  return NULL;
+}
+
+/* baton_last_init_error is each thread's own: another thread's failure
+ * leaves this thread's text as it was, and that thread reads its own. */
+static void other_thread_fails(tally_t *t, dirkv_t *d) {
+  baton_comm_t *c;
+  baton_kv_t kv = kv_of(d, 0);
+  check_rc(t, baton_comm_init_kv(&c, 0, 0, &kv), BATON_EINVAL, "size 0, before the thread",
+           baton_last_init_error(), "size 0");
+  thread_fail_t f = {.d = d};
+  pthread_t th;
+  if (!tally_record(t, pthread_create(&th, NULL, fail_in_thread, &f) == 0)) {
+    tally_say(t, "cannot start a thread");
+    return;
+  }
+  pthread_join(th, NULL);
+  check_rc(t, f.rc, BATON_EINVAL, "rank 7 of 3, in another thread", f.text,
+           "rank 7 is not below size 3");
+  check_rc(t, BATON_EINVAL, BATON_EINVAL, "this thread's text after the other's failure",
+           baton_last_init_error(), "size 0");
+}
+
 static void bad_arguments(tally_t *t, dirkv_t *d) {
   baton_comm_t *c = (baton_comm_t *)1;
   baton_kv_t kv = kv_of(d, 0), nulls = kv;
@@ -119,6 +156,7 @@ static void bad_arguments(tally_t *t, dirkv_t *d) {
            baton_last_init_error(), "timeout_s is negative");
   check_rc(t, baton_comm_init_kv(NULL, 2, 0, &kv), BATON_EINVAL, "comm NULL",
            baton_last_init_error(), NULL);
+  other_thread_fails(t, d);
 }
 
 /* An allreduce at count against ref.h's reference. */
