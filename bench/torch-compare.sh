@@ -10,13 +10,14 @@
 #                shaped to --rate (1gbit), with iperf3's rate over one link
 #                measured in the same cluster first (root, iproute2, iperf3)
 #   ddp          examples/train_torch.py (the 25.2M-parameter MLP, batch 16
-#                per rank, one thread per rank): one process alone, then DDP
-#                over baton and over Gloo at N=2 and N=4 on this host
-#                (alternating, --reps times each, the median step of each
-#                run and the best run kept); the overhead is the step time at
-#                N minus the step time alone. Beside them DDP with a comm
-#                hook that does not communicate (--noop-hook): what bucketing
-#                and N ranks sharing the machine cost without any backend
+#                per rank, one thread per rank) at N=2 and N=4 on this host,
+#                --reps rounds of: one process alone, then DDP over baton and
+#                over Gloo (the median step of each run; the best run of each
+#                kept, and each round's own ratio); the overhead is the step
+#                time at N minus the step time alone. Beside them DDP with a
+#                comm hook that does not communicate (--noop-hook): what
+#                bucketing and N ranks sharing the machine cost without any
+#                backend
 #   ddp-cluster4 the same DDP on the 4 emulated hosts (alone: this host)
 # Each collective part runs bench/torch_bench.py under baton-run: allreduce,
 # allgather, reduce_scatter, broadcast and alltoall, --min to --max by
@@ -135,19 +136,28 @@ best_of() { sort -g | head -n 1; }
 
 ddp_json=""
 alone_runs=()
-ddp_alone() {
-  local i f
-  for ((i = 1; i <= REPS; i++)); do
-    f=$RAW/ddp-alone.r$i.log
-    say "ddp: one rank alone, run $i"
-    "$PY" "${TRAIN[@]}" --alone >"$f" 2>&1 || say "ddp alone failed; see $f"
-    alone_runs+=("$(median_step "$f")")
-  done
+alone_once() { # NAME: one run alone, its median step added to alone_runs
+  local f=$RAW/ddp-alone.$1.log
+  say "ddp: one rank alone, run $1"
+  "$PY" "${TRAIN[@]}" --alone >"$f" 2>&1 || say "ddp alone failed; see $f"
+  alone_runs+=("$(median_step "$f")")
 }
+ddp_alone() {
+  local i
+  for ((i = 1; i <= REPS; i++)); do alone_once "r$i"; done
+}
+json_list() { local IFS=,; echo "[$*]"; }
 ddp_rows=()
 ddp_part() { # ranks where
-  local n=$1 where=$2 i b f tb=() tg=() tn=() opt
+  local n=$1 where=$2 i b f tb=() tg=() tn=() ta=() opt
   for ((i = 1; i <= REPS; i++)); do
+    # On one host each round runs alone too, right before the DDP runs, so
+    # that a machine whose speed drifts over minutes (a shared one) drifts
+    # under the baseline as much as under the runs it is subtracted from.
+    if [ "$where" = host ]; then
+      alone_once "n$n.r$i"
+      ta+=("${alone_runs[-1]}")
+    fi
     for b in baton gloo noop; do
       f=$RAW/ddp-$where-n$n.$b.r$i.log
       opt=(--backend "$b" "${DDP_ARGS[@]}")
@@ -166,7 +176,7 @@ ddp_part() { # ranks where
       esac
     done
   done
-  ddp_rows+=("{\"ranks\": $n, \"where\": \"$([ "$where" = cluster4 ] && echo "4 emulated hosts" || echo "one host")\", \"baton_s\": $(printf '%s\n' "${tb[@]}" | best_of), \"gloo_s\": $(printf '%s\n' "${tg[@]}" | best_of), \"noop_s\": $(printf '%s\n' "${tn[@]}" | best_of)}")
+  ddp_rows+=("{\"ranks\": $n, \"where\": \"$([ "$where" = cluster4 ] && echo "4 emulated hosts" || echo "one host")\", \"baton_s\": $(printf '%s\n' "${tb[@]}" | best_of), \"gloo_s\": $(printf '%s\n' "${tg[@]}" | best_of), \"noop_s\": $(printf '%s\n' "${tn[@]}" | best_of), \"rounds\": {\"alone\": $(json_list "${ta[@]}"), \"baton\": $(json_list "${tb[@]}"), \"gloo\": $(json_list "${tg[@]}"), \"noop\": $(json_list "${tn[@]}")}}")
 }
 
 declare -A describe=(
@@ -190,7 +200,6 @@ for part in $PARTS; do
         --max "$MAXB" --colls "$COLLS" $REGISTERED --inside "$RAW" cluster4 >"$RAW/$part.jsonl" 2>"$RAW/$part.log" ||
         say "cluster4 failed; see $RAW/$part.log" ;;
     ddp)
-      [ ${#alone_runs[@]} -gt 0 ] || ddp_alone
       ddp_part 2 host
       ddp_part 4 host ;;
     ddp-cluster4)

@@ -230,8 +230,22 @@ def report(rawdir, out):
                   "| baton overhead | Gloo overhead | baton / Gloo overhead "
                   "| baton / Gloo, step minus the step without communication |",
                   "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-        alone = ddp["alone_s"]
+        rounds_lines = []
         for row in ddp["rows"]:
+            rounds = row.get("rounds", {})
+            # The runs alone of this row's rounds where it has them (one host),
+            # else those made for every row (the emulated hosts).
+            alone = min(rounds["alone"]) if rounds.get("alone") else ddp["alone_s"]
+            if rounds.get("alone"):
+                per = ["%.2f" % ((b - a) / (g - a)) if g > a else "-" for a, b, g in
+                       zip(rounds["alone"], rounds["baton"], rounds["gloo"])]
+                rounds_lines.append(
+                    "- %d ranks, %s, round by round (alone, baton, Gloo, without communication, "
+                    "ms; baton / Gloo overhead with that round's own run alone): %s" % (
+                        row["ranks"], row["where"], "; ".join(
+                            "%.1f, %.1f, %.1f, %.1f: %s" % (1e3 * a, 1e3 * b, 1e3 * g, 1e3 * n, r)
+                            for a, b, g, n, r in zip(rounds["alone"], rounds["baton"],
+                                                     rounds["gloo"], rounds["noop"], per))))
             ob, og = row["baton_s"] - alone, row["gloo_s"] - alone
             nb, ng = row["baton_s"] - row["noop_s"], row["gloo_s"] - row["noop_s"]
             lines.append("| %d | %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %s | %s |"
@@ -244,9 +258,10 @@ def report(rawdir, out):
                 verdicts.append("| ddp2 | DDP overhead, baton / Gloo | %.2f | %s |" % (
                     ob / og if og > 0 else float("nan"),
                     "met" if og > 0 and ob / og <= 0.4 else "not met"))
-        lines += ["", "One rank alone (`--alone`, no torch.distributed): %.1f ms per step "
-                  "(median; every run: %s)." % (1e3 * alone, ", ".join(
-                      "%.1f" % (1e3 * a) for a in ddp["alone_runs"])), ""]
+        lines += ["", "One rank alone (`--alone`, no torch.distributed), the best run of "
+                  "each row's rounds on one host (each round runs alone right before its DDP "
+                  "runs); every run: %s ms per step (median)." % ", ".join(
+                      "%.1f" % (1e3 * a) for a in ddp["alone_runs"]), ""] + rounds_lines + [""]
     if verdicts:
         lines += ["## Against the targets", "",
                   "Gloo/baton above 1: baton is faster. Targets: one host >= 3 at every size; "
