@@ -483,7 +483,11 @@ int baton_barrier(baton_comm_t *comm);
  * communicator starts its progress thread (a program that only makes
  * blocking calls never has one), which runs the calls in flight in order
  * and waits on sockets and futexes as the blocking calls do, so it burns no
- * core while nothing arrives; BATON_PROGRESS_CPU pins it to a core. The
+ * core while nothing arrives; BATON_PROGRESS_CPU pins it to a core. It is
+ * named "baton-progress" (top -H, perf, /proc/PID/task/TID/comm), as baton's
+ * other threads are: "baton-p2p" (point-to-point), "baton-store" (the
+ * rendezvous store rank 0 serves), "baton-accept" (TCP set-up) and, in the
+ * torch backend, "baton-complete" (it completes the works DDP waits on). The
  * blocking forms are the i-form followed by baton_wait; with no progress
  * thread the waiting caller runs the call itself.
  */

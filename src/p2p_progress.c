@@ -258,6 +258,7 @@ void baton__p2p_drive(baton__p2p_t *p, const p2p_op_t *op, double until) {
 static void *thread_main(void *arg) {
   baton__p2p_t *p = arg;
   baton__log_rank = p->comm->rank;
+  pthread_setname_np(pthread_self(), "baton-p2p");
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
     if ((p->pending == 0 && !p->dirty && !p->owed) || p->waiters)

@@ -75,6 +75,7 @@ static void *thread_main(void *arg) {
   baton_comm_t *comm = arg;
   baton__engine_t *e = comm->engine;
   baton__log_rank = comm->rank;
+  pthread_setname_np(pthread_self(), "baton-progress"); /* what top -H and perf show */
   pthread_mutex_lock(&e->mu);
   for (;;) {
     baton__call_t *c = NULL;

@@ -427,6 +427,7 @@ static int expire_handshakes(baton__store_server_t *srv) {
 
 static void *serve_loop(void *arg) {
   baton__store_server_t *srv = arg;
+  pthread_setname_np(pthread_self(), "baton-store");
   for (;;) {
     int timeout_ms = expire_handshakes(srv);
     for (size_t i = 0; i < srv->nconns;) /* forget the dropped ones */

@@ -19,6 +19,7 @@
  * the i-call itself, no request made), and a blocking call while i-calls
  * are in flight. Prints "N passed, M failed".
  */
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -461,6 +462,25 @@ static int abort_mode(void) {
   return !ok;
 }
 
+/* The progress thread, made by the first i-call, is named as baton.h says. */
+static void progress_thread_named(tally_t *T) {
+  int found = 0;
+  DIR *d = opendir("/proc/self/task");
+  for (struct dirent *e; d && !found && (e = readdir(d));) {
+    char path[300], name[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+      continue;
+    found = fgets(name, sizeof name, f) && !strcmp(name, "baton-progress\n");
+    fclose(f);
+  }
+  if (d)
+    closedir(d);
+  if (!tally_record(T, found))
+    tally_say(T, "no thread of this process is named baton-progress after i-calls");
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "destroy"))
     return destroy_mode();
@@ -474,6 +494,8 @@ int main(int argc, char **argv) {
     round_of(&T, k);
   if (!T.broken)
     many(&T);
+  if (!T.broken)
+    progress_thread_named(&T);
   if (!T.broken)
     wait_for_deadline(&T);
   if (!T.broken)

@@ -273,6 +273,7 @@ typedef struct {
 
 static void *accept_thread(void *arg) {
   accept_job_t *j = arg;
+  pthread_setname_np(pthread_self(), "baton-accept");
   j->rc = accept_all(j->t, j->lfd, j->expected, j->deadline, &j->stop, j->err, sizeof j->err);
   return NULL;
 }
