@@ -5,6 +5,7 @@
 #   bench/select-check.sh [--part shmN|clusterN|all] [-c COLL[,COLL...]]
 #                         [-b MIN] [-e MAX] [-f F] [-w W] [-n N] [--reps R]
 #                         [--inplace] [--tune] [--rate RATE] [--cap ALGO=MAX]...
+#                         [--bind]
 #
 # For each part (shmN: N ranks on shared memory; clusterN: N emulated hosts
 # of scripts/cluster.sh, one rank each, N 2-9; all: shm2, shm4, cluster4; links of RATE, default 1gbit) and
@@ -26,7 +27,9 @@
 # --cap ALGO=MAX sweeps the forced ALGO only up to MAX (its larger sizes
 # show "-"), for a quick look: naive on the emulated cluster pushes all
 # of a large buffer through one host's link, 7 s per call at 128 MiB.
-# The table says which algorithms were cut.
+# The table says which algorithms were cut. --bind launches the shm parts
+# with baton-run --bind cpu (rank r on CPU r*C/N, so the same ranks share a
+# core in every launch).
 # clusterN needs root and iproute2. Run `make` first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +37,8 @@ BUILD=${BUILD:-build}
 PART=shm4 COLLS=allreduce MINB=8 MAXB=128M FACTOR=4 WARM=3 ITERS=10 REPS=1
 INPLACE=0 TUNE=0 RATE=1gbit INSIDE=0
 CAPS=() # ALGO=MAX
-usage() { sed -n '5,7s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+BIND=() # baton-run's --bind cpu
+usage() { sed -n '5,8s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
   --part) PART=$2; shift 2 ;;
@@ -49,6 +53,7 @@ while [ $# -gt 0 ]; do
   --tune) TUNE=1; shift ;;
   --rate) RATE=$2; shift 2 ;;
   --inside) INSIDE=1; shift ;;
+  --bind) BIND=(--bind cpu); shift ;;
   --cap)
     [[ "$2" =~ ^[a-z]+=[0-9]+[KMG]?$ ]] || { echo "select-check.sh: --cap $2: ALGO=SIZE, like naive=8M" >&2; exit 2; }
     CAPS+=("$2"); shift 2 ;;
@@ -79,7 +84,7 @@ trap 'rm -rf "$tmp"' EXIT
 # launch PROG ARGS...: the ranks of this part.
 launch() {
   if [ "${PART#shm}" != "$PART" ]; then
-    "$BUILD/bin/baton-run" -n "${PART#shm}" --timeout 900 -- "$@"
+    "$BUILD/bin/baton-run" -n "${PART#shm}" "${BIND[@]}" --timeout 900 -- "$@"
   else
     scripts/cluster.sh launch -n "${PART#cluster}" --ppn 1 --timeout 900 -- "$@"
   fi
@@ -139,7 +144,7 @@ for coll in ${COLLS//,/ }; do
   done
   echo "== $PART, $coll: time per call in us ($([ "$INPLACE" = 1 ] && echo in place || echo out of place)," \
     "best of $REPS), $(date -u '+%Y-%m-%d %H:%M UTC'), git $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \
-    "load $(cut -d' ' -f1-3 /proc/loadavg)${CAPS[*]:+, cut: ${CAPS[*]}}"
+    "load $(cut -d' ' -f1-3 /proc/loadavg)${CAPS[*]:+, cut: ${CAPS[*]}}${BIND[*]:+, baton-run ${BIND[*]}}"
   # Model bytes -> bench size: the decision lines count N blocks for
   # reduce_scatter, allgather, alltoall, gather and scatter, as baton-bench's
   # size does, so they match.

@@ -123,6 +123,38 @@ expect_no_leftovers "--timeout" 43
 timeout 20 "$R" -n 3 sh -c '[ "$BATON_RANK" = 0 ] || sleep 0.3; exit 0'
 expect "ranks exiting 0 at different times" $? 0
 
+# --- --bind cpu: rank r on the (r*C/N)-th CPU the launcher may use, said on stderr
+cpus=$(grep Cpus_allowed_list /proc/self/status | awk '{print $2}')
+first=$(printf '%s' "$cpus" | tr ',-' '  ' | awk '{print $1}')
+out=$(timeout 20 taskset -c "$first" "$R" -n 3 --bind cpu sh -c \
+  'echo "$BATON_RANK $(grep Cpus_allowed_list /proc/self/status | awk "{print \$2}")"' 2>"$tmp/err" | sort)
+expect "--bind cpu on one CPU: status" $? 0
+expect "--bind cpu on one CPU: every rank there" "$out" "$(printf '0 %s\n1 %s\n2 %s' "$first" "$first" "$first")"
+expect "--bind cpu on one CPU: what it says" "$(cat "$tmp/err")" "baton-run: --bind cpu: ranks 0-2 on cpu $first"
+ncpu=$(nproc)
+if [ "$ncpu" -ge 2 ]; then
+  out=$(timeout 20 "$R" -n $((2 * ncpu)) --bind cpu sh -c \
+    'echo "$BATON_RANK $(grep Cpus_allowed_list /proc/self/status | awk "{print \$2}")"' 2>"$tmp/err" | sort -n)
+  expect "--bind cpu, two ranks a CPU: status" $? 0
+  # ranks 2c and 2c+1 share the c-th CPU, and each rank is on exactly one
+  want=$(python3 -c '
+import os
+cpus = sorted(os.sched_getaffinity(0)); n = 2 * len(cpus)
+print("\n".join("%d %d" % (r, cpus[r * len(cpus) // n]) for r in range(n)))')
+  expect "--bind cpu, two ranks a CPU: placement" "$out" "$want"
+  expect_match "--bind cpu, two ranks a CPU: what it says" "$(cat "$tmp/err")" '^baton-run: --bind cpu: ranks 0-1 on cpu [0-9]+, ranks 2-3 on cpu [0-9]+'
+else
+  skip "--bind cpu with two ranks a CPU: this machine has one CPU"
+fi
+timeout 20 "$R" -n 2 --bind none sh -c 'exit 0'
+expect "--bind none" $? 0
+timeout 20 "$R" -n 2 --bind socket true >/dev/null 2>"$tmp/err"
+expect "--bind socket: status" $? 2
+expect_match "--bind socket: message" "$(cat "$tmp/err")" '^baton-run: --bind wants cpu or none, not "socket"'
+timeout 20 "$R" -n 2 --bind cpu --ppn 1 --host-cmd env true >/dev/null 2>"$tmp/err"
+expect "--bind cpu with --host-cmd: status" $? 2
+expect_match "--bind cpu with --host-cmd: message" "$(cat "$tmp/err")" '^baton-run: --bind cpu pins the ranks this launcher runs itself'
+
 # --- usage errors
 for args in "" "-n" "-n 0" "-n 1025" "-n abc" "-n 2" "-n 2 --timeout 0 true" "--bogus -n 2 true"; do
   # shellcheck disable=SC2086

@@ -1,7 +1,7 @@
 /*
  * baton-run - starts N ranks of a program on this host.
  *
- *   baton-run -n N [--tag-output] [--timeout S] [--] prog [args...]
+ *   baton-run -n N [--tag-output] [--timeout S] [--bind cpu] [--] prog [args...]
  *   baton-run -n N --ppn P --host-cmd CMD [--addr HOST[:PORT]] ... prog ...
  *
  * Each rank gets BATON_RANK, BATON_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE
@@ -21,6 +21,13 @@
  * The prefix must exec the program in the end, so that signals still reach
  * it; everything else (output, failures, signals) works as on one host.
  *
+ * --bind cpu pins rank r to one of the C logical CPUs the launcher may use
+ * (its own affinity, so taskset and cpusets narrow it): the (r * C / N)-th,
+ * so that consecutive ranks share a CPU when there are more ranks than
+ * CPUs, and every rank keeps the CPU it starts on; the launcher says which rank
+ * runs where on stderr. Unbound, the scheduler places them and may move
+ * them.
+ *
  * The ranks share one process group of their own, so that a signal reaches
  * everything they started, and nothing is left behind. Only rank 0 reads the
  * launcher's stdin, and only when it is not a terminal (a background group
@@ -39,6 +46,7 @@
 #include <getopt.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,6 +82,9 @@ typedef struct {
 
 typedef struct {
   int n, tag;
+  int bind;  /* --bind cpu */
+  int *cpus; /* with it: the CPUs the launcher may use, in order */
+  int ncpus;
   hosts_t hosts;
   double timeout_s; /* 0: no limit */
   char **argv;      /* the program and its arguments */
@@ -93,10 +104,12 @@ typedef struct {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: baton-run -n N [--tag-output] [--timeout S] [--] prog [args...]\n"
+          "usage: baton-run -n N [--tag-output] [--timeout S] [--bind cpu] [--] prog [args...]\n"
           "  -n N           number of ranks, 1..%d\n"
           "  --tag-output   prefix each line of rank r's stdout and stderr with \"[r] \"\n"
           "  --timeout S    stop the ranks after S seconds and exit 124\n"
+          "  --bind cpu     pin rank r to CPU r*C/N of the C logical CPUs this launcher\n"
+          "                 may use (consecutive ranks together); default none: unpinned\n"
           "  --ppn P        ranks per host: rank r runs on host r/P (default: all on one)\n"
           "  --host-cmd CMD run each rank through CMD, words split at spaces, %%h the\n"
           "                 host index, %%%% a %% (e.g. \"ip netns exec baton-h%%h\")\n"
@@ -155,13 +168,11 @@ static int parse_hosts_option(int c, const char *arg, hosts_t *h) {
 }
 
 static void parse_args(int argc, char **argv, job_t *job) {
-  static const struct option longs[] = {{"tag-output", no_argument, NULL, 't'},
-                                        {"timeout", required_argument, NULL, 'T'},
-                                        {"help", no_argument, NULL, 'h'},
-                                        {"ppn", required_argument, NULL, 'P'},
-                                        {"host-cmd", required_argument, NULL, 'H'},
-                                        {"addr", required_argument, NULL, 'A'},
-                                        {NULL, 0, NULL, 0}};
+  static const struct option longs[] = {
+      {"tag-output", no_argument, NULL, 't'},     {"timeout", required_argument, NULL, 'T'},
+      {"help", no_argument, NULL, 'h'},           {"ppn", required_argument, NULL, 'P'},
+      {"host-cmd", required_argument, NULL, 'H'}, {"addr", required_argument, NULL, 'A'},
+      {"bind", required_argument, NULL, 'B'},     {NULL, 0, NULL, 0}};
   char *end;
   int c;
   while ((c = getopt_long(argc, argv, "+n:h", longs, NULL)) != -1) {
@@ -176,6 +187,10 @@ static void parse_args(int argc, char **argv, job_t *job) {
         die_usage("--timeout wants a number of seconds > 0, not \"%s\"", optarg);
     } else if (c == 't') {
       job->tag = 1;
+    } else if (c == 'B') {
+      if (strcmp(optarg, "cpu") && strcmp(optarg, "none"))
+        die_usage("--bind wants cpu or none, not \"%s\"", optarg);
+      job->bind = !strcmp(optarg, "cpu");
     } else if (c == 'h') {
       usage(stdout);
       exit(0);
@@ -189,7 +204,46 @@ static void parse_args(int argc, char **argv, job_t *job) {
     die_usage("missing -n N");
   if (optind >= argc)
     die_usage("no program to run");
+  if (job->bind && job->hosts.host_cmd)
+    die_usage("--bind cpu pins the ranks this launcher runs itself; through --host-cmd "
+              "the command on each host must place them");
   job->argv = argv + optind;
+}
+
+/* --bind cpu: the CPUs this process may run on, and which rank goes
+ * where, said once on stderr ("ranks 0-1 on cpu 0, ranks 2-3 on cpu 1"). */
+static int cpu_of(const job_t *job, int rank) {
+  return job->cpus[(long)rank * job->ncpus / job->n];
+}
+
+static void plan_binding(job_t *job) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    fprintf(stderr, "baton-run: --bind cpu: cannot read this process's CPUs: %s\n",
+            strerror(errno));
+    exit(1);
+  }
+  job->cpus = calloc(CPU_SETSIZE, sizeof *job->cpus);
+  if (!job->cpus) {
+    perror("baton-run");
+    exit(1);
+  }
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &set))
+      job->cpus[job->ncpus++] = c;
+  fprintf(stderr, "baton-run: --bind cpu:");
+  for (int r = 0; r < job->n;) {
+    int last = r;
+    while (last + 1 < job->n && cpu_of(job, last + 1) == cpu_of(job, r))
+      last++;
+    if (last > r)
+      fprintf(stderr, "%s ranks %d-%d on cpu %d", r ? "," : "", r, last, cpu_of(job, r));
+    else
+      fprintf(stderr, "%s rank %d on cpu %d", r ? "," : "", r, cpu_of(job, r));
+    r = last + 1;
+  }
+  fprintf(stderr, "\n");
 }
 
 /* A port on 127.0.0.1 (any: on every address) that was free a moment ago. */
@@ -344,6 +398,18 @@ static void child_exec(job_t *job, int rank, const char *addr, int out[2], int r
   set_env_int("BATON_SIZE", job->n);
   set_local_env(job, rank);
   setenv("BATON_ADDR", addr, 1);
+  if (job->bind) { /* before exec: every thread the program makes inherits it */
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu_of(job, rank), &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) {
+      int e = errno;
+      fprintf(stderr, "baton-run: rank %d: cannot pin it to cpu %d: %s\n", rank, cpu_of(job, rank),
+              strerror(e));
+      errno = e;
+      goto fail;
+    }
+  }
   exec_rank(job, rank);
 fail:;
   int e = errno;
@@ -620,6 +686,8 @@ int main(int argc, char **argv) {
   char addr[256];
 
   parse_args(argc, argv, &job);
+  if (job.bind)
+    plan_binding(&job);
   setup(&job);
   make_addr(&job.hosts, addr, sizeof addr);
   set_master_env(&job.hosts, addr);
@@ -641,5 +709,6 @@ int main(int argc, char **argv) {
   run(&job);
   free(job.pids);
   free(job.streams);
+  free(job.cpus);
   return job.status;
 }
