@@ -45,16 +45,21 @@ enum {
  * that are not registered, each copy through the kernel (BATON_CMA,
  * exec_direct.c): allgather and alltoall, where every rank sends and
  * receives alike, so the staged path's two copies of each byte (into a
- * channel and out of it) load every core and one copy halves that. Not
+ * channel and out of it) load every core and one copy halves that; and
+ * broadcast, whose root writes a share of the buffer into each peer while
+ * the peers read the rest, so that every core copies (one copy by the
+ * non-root alone, the root idle, ran 0.4-1.4x the staged path; split, N=2
+ * in place, 1.5-2.6x from 128 KiB to 32 MiB). Not
  * allgatherv: an allgather writes its block into each peer's output, at
  * the peer's displacement, and the torch backend's lists give every rank
  * displacements of its own (pulling instead made the registered allgather
  * 1.2-1.4x slower: each input read N times from memory, not once). N=2
  * and N=4 alltoall and allgather of 128 KiB-2 MiB ran 1.3-3.0x faster by
- * the kernel; broadcast, gather and scatter, where the staged copies of
- * the root and the others overlap, 0.4-1.4x (docs/performance.md). */
+ * the kernel; gather and scatter, where the staged copies of the root and
+ * the others overlap, 0.4-1.4x (docs/performance.md). */
 static inline int baton__algo_by_cma(baton__coll_t coll) {
-  return coll == BATON__COLL_ALLGATHER || coll == BATON__COLL_ALLTOALL;
+  return coll == BATON__COLL_ALLGATHER || coll == BATON__COLL_ALLTOALL ||
+         coll == BATON__COLL_BROADCAST;
 }
 
 /* An algorithm's cost for one collective (model.h): the formula as

@@ -8,8 +8,8 @@
  * allgatherv, every rank's displacements agree: displs_digest), each maps
  * every peer's INPUT and output from what they showed, checked against the
  * memory that peer registered. If some rank's are not, every rank saw the
- * same messages, so all of them decide alike: an allgather or alltoall
- * (baton__algo_by_cma) where every rank found at set-up that it
+ * same messages, so all of them decide alike: an allgather, alltoall or
+ * broadcast (baton__algo_by_cma) where every rank found at set-up that it
  * reaches the others through the kernel (BATON_CMA, shm.h) copies by
  * process_vm_readv and process_vm_writev between the buffers where they
  * lie in each process, each copy one system call of the whole chunk (its
@@ -38,6 +38,7 @@
 
 #include "exec.h"
 #include "mem.h"
+#include "select.h"
 
 /* What a rank shows at direct-arrive. */
 typedef struct {
@@ -482,9 +483,44 @@ int baton__direct_reduce(baton__call_t *c, const baton__step_t *st) {
   return 0;
 }
 
+/* A broadcast by the kernel: each rank copies a share, so that every core
+ * copies at once. The root writes the last `tail` elements into each
+ * peer's output while each peer reads the rest from the root's input.
+ * With its output its input the root has nothing else to copy, and tail
+ * is 1/N of the buffer: (N-1)/N each. Out of place it also copies its
+ * input into its own output, which a core does faster than a copy across
+ * two processes (r, rank 0's ratio of the two, the same on every rank),
+ * so it takes (1 - r)/N of each peer's: with r = 1/2, N=2, a quarter.
+ * (N=2, 32 MiB, in place, two processes: one process_vm_readv of the
+ * whole buffer 5.3 ms, split in two 1.6 ms; docs/performance.md.) */
+static int cma_broadcast(baton__call_t *c, const baton__step_t *st, int ch) {
+  int me = c->comm->rank, root = st->recv_peer, n = c->comm->size;
+  size_t off, k = piece_at(c, st, ch, &off), es = c->elsize;
+  if (!k)
+    return 0;
+  int in_place = in_of(c, root, ch, off) == out_of(c, root, ch, off);
+  double r = baton__select_copy_ratio(c->comm);
+  r = r > 0 && r < 1 ? r : 1;
+  size_t tail = in_place ? k / (size_t)n : (size_t)((double)k * (1 - r) / n), head = k - tail;
+  if (me != root)
+    return cma_copy(c, st, root, 1, out_of(c, me, ch, off), in_of(c, root, ch, off), head * es);
+  if (!in_place)
+    baton__copy_out(c, out_of(c, me, ch, off), in_of(c, me, ch, off), k * es);
+  for (int q = 0; q < n && tail; q++) {
+    int rc = q == me ? 0
+                     : cma_copy(c, st, q, 0, in_of(c, me, ch, off + head),
+                                out_of(c, q, ch, off + head), tail * es);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
 int baton__direct_copy(baton__call_t *c, const baton__step_t *st) {
   /* alltoall: output chunk `from` is INPUT chunk `to` of the sender. */
   int alltoall = c->args.coll == BATON__COLL_ALLTOALL;
+  if (c->direct_cma && c->args.coll == BATON__COLL_BROADCAST)
+    return cma_broadcast(c, st, chunk_at(c, st->chunk, 0));
   for (int i = 0; i < st->n; i++) {
     int ch = chunk_at(c, st->chunk, i);
     if (c->direct_cma) {

@@ -64,9 +64,9 @@ static const param_row_t rows[] = {
      "one pass (sums of 32- and 64-bit floats and integers, AVX2); 0 goes through a scratch "
      "piece"},
     {"BATON_CMA", P_INT, "1", 0, 1, F(cma),
-     "one host: 1 lets direct copy an allgather's or alltoall's buffers that are not "
-     "registered straight between the ranks' memory through the kernel (process_vm_readv and "
-     "_writev, one copy instead of two), where every rank can; 0 stages them"},
+     "one host: 1 lets direct copy an allgather's, alltoall's or broadcast's buffers that are "
+     "not registered straight between the ranks' memory through the kernel (process_vm_readv "
+     "and _writev, one copy instead of two), where every rank can; 0 stages them"},
     {"BATON_MEM_LOCAL", P_INT, "0", 0, 1, F(mem_local),
      "one host: 1 lets direct serve calls whose buffers are baton_mem_alloc_local memory, as "
      "registered memory, and makes `import baton.torch` put torch's CPU tensors of 256 KiB "

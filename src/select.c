@@ -252,7 +252,8 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
     return "it needs every rank on one host and at most BATON_FLAT_BYTES per rank";
   if ((algo->traits & BATON__ALGO_REGISTERED) && !in->direct_ok)
     return "it needs every rank on one host and buffers from baton_mem_alloc (or "
-           "baton_mem_alloc_local with BATON_MEM_LOCAL=1; or, for allgather and alltoall, "
+           "baton_mem_alloc_local with BATON_MEM_LOCAL=1; or, for allgather, alltoall and "
+           "broadcast, "
            "BATON_CMA=1)";
   const char *by_kernel =
       (algo->traits & BATON__ALGO_REGISTERED) && in->cma ? cma_cannot(in, bytes) : NULL;
@@ -569,6 +570,11 @@ int baton__select_init(baton_comm_t *comm, char *err, size_t errlen) {
 void baton__select_free(baton_comm_t *comm) {
   free(comm->select);
   comm->select = NULL;
+}
+
+double baton__select_copy_ratio(const baton_comm_t *comm) {
+  const struct baton__select_state *s = comm->select;
+  return s && s->cma_beta > 0 && s->memcpy_beta > 0 ? s->memcpy_beta / s->cma_beta : 0;
 }
 
 const char *baton__select_net(const baton_comm_t *comm, double *ranks_per_core) {

@@ -119,6 +119,10 @@ double baton__model_bytes(baton__coll_t coll, size_t count, size_t elsize, int s
  * the most ranks of one host per core. */
 struct baton_comm;
 const char *baton__select_net(const struct baton_comm *comm, double *ranks_per_core);
+/* Rank 0's memcpy over its copy by the kernel, per byte (the same number
+ * on every rank; 0 when either was not measured): how much faster a core
+ * copies within its process than across two. */
+double baton__select_copy_ratio(const struct baton_comm *comm);
 /* Bytes of a chunk that one round of the executor moves: a window of ring
  * segments (ring != 0), or a share of a window of pair slots. */
 double baton__select_piece(const struct baton_comm *comm, int ring);

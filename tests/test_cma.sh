@@ -4,7 +4,7 @@
 #  - the set-up finds that every rank reads the others (BATON_DEBUG=INFO
 #    says "(CMA): yes", and rank 0 what a copy by the kernel costs), and
 #    test_coll with BATON_ALGO=direct passes: its
-#    allgathers and alltoalls copy by the kernel (no "staged" line names
+#    allgathers, alltoalls and broadcasts copy by the kernel (no "staged" line names
 #    them), the other collectives hand themselves to the staged path;
 #  - a rank in a PID namespace of its own (unshare --pid, root only; else
 #    skipped) is another host (its pids and the others' name different
@@ -49,7 +49,7 @@ n=$(grep -c '(CMA): yes' "$tmp/reach")
 # Each rank sets up two shared-memory segments: the collectives' and the
 # point-to-point messages'.
 if [ "$n" = 6 ]; then ok; else fail "reach: want '(CMA): yes' from 3 ranks x 2 segments, got $n"; fi
-for c in allgather alltoall; do
+for c in allgather alltoall broadcast; do
   k=$(staged reach "$c")
   if [ "$k" = 0 ]; then ok; else fail "reach: $k ${c}s staged, none should be"; fi
 done
