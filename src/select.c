@@ -253,8 +253,7 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
   if ((algo->traits & BATON__ALGO_REGISTERED) && !in->direct_ok)
     return "it needs every rank on one host and buffers from baton_mem_alloc (or "
            "baton_mem_alloc_local with BATON_MEM_LOCAL=1; or, for allgather, alltoall and "
-           "broadcast, "
-           "BATON_CMA=1)";
+           "broadcast, BATON_CMA=1)";
   const char *by_kernel =
       (algo->traits & BATON__ALGO_REGISTERED) && in->cma ? cma_cannot(in, bytes) : NULL;
   if (by_kernel)
