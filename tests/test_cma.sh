@@ -4,8 +4,10 @@
 #  - the set-up finds that every rank reads the others (BATON_DEBUG=INFO
 #    says "(CMA): yes", and rank 0 what a copy by the kernel costs), and
 #    test_coll with BATON_ALGO=direct passes: its
-#    allgathers, alltoalls and broadcasts copy by the kernel (no "staged" line names
-#    them), the other collectives hand themselves to the staged path;
+#    allgathers and alltoalls copy by the kernel (no "staged" line names
+#    them), and its broadcasts at N=2 (at N=3 on fewer than 3 cores the
+#    selection says why not), the other collectives hand themselves to the
+#    staged path;
 #  - a rank in a PID namespace of its own (unshare --pid, root only; else
 #    skipped) is another host (its pids and the others' name different
 #    processes), reached by TCP, so direct serves nobody, and the results
@@ -23,15 +25,15 @@ passed=0 failed=0 skipped=0
 ok() { passed=$((passed + 1)); }
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 
-# coll NAME [ENV...] [-- WRAPPER...]: test_coll -n 3 --quick with
-# BATON_ALGO=direct, logged; each rank through WRAPPER when given.
+# coll NAME [ENV...] [-- WRAPPER...]: test_coll -n $RANKS (3 unless set)
+# --quick with BATON_ALGO=direct, logged; each rank through WRAPPER when given.
 coll() {
   local name=$1 envs=() wrap=()
   shift
   while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
   [ $# -gt 0 ] && shift && wrap=("$@")
   if env ${envs[@]+"${envs[@]}"} BATON_ALGO=direct BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=SHM,COLL,INIT \
-    timeout 300 "$RUN" -n 3 ${wrap[@]+"${wrap[@]}"} "$COLL" --quick >"$tmp/$name" 2>&1 &&
+    timeout 300 "$RUN" -n "${RANKS:-3}" ${wrap[@]+"${wrap[@]}"} "$COLL" --quick >"$tmp/$name" 2>&1 &&
     grep -q ' 0 failed' "$tmp/$name"; then
     ok
   else
@@ -49,10 +51,26 @@ n=$(grep -c '(CMA): yes' "$tmp/reach")
 # Each rank sets up two shared-memory segments: the collectives' and the
 # point-to-point messages'.
 if [ "$n" = 6 ]; then ok; else fail "reach: want '(CMA): yes' from 3 ranks x 2 segments, got $n"; fi
-for c in allgather alltoall broadcast; do
+for c in allgather alltoall; do
   k=$(staged reach "$c")
   if [ "$k" = 0 ]; then ok; else fail "reach: $k ${c}s staged, none should be"; fi
 done
+# A broadcast copies by the kernel only where every rank of the host has a
+# core of its own (select.c): at N=2 on this machine's cores, never staged;
+# with more ranks than cores the selection says why not, once per rank.
+cores=$(nproc)
+if [ "$cores" -ge 2 ]; then
+  RANKS=2 coll reach2
+  k=$(staged reach2 broadcast)
+  if [ "$k" = 0 ]; then ok; else fail "reach2: $k broadcasts staged, none should be"; fi
+else
+  echo "SKIP: a broadcast by the kernel at N=2 needs 2 cores"
+  skipped=$((skipped + 1))
+fi
+if [ "$cores" -lt 3 ]; then
+  n=$(grep -c 'broadcast: BATON_ALGO asks for direct, but a broadcast by the kernel needs a core for each rank' "$tmp/reach")
+  if [ "$n" = 3 ]; then ok; else fail "reach: want the broadcast's fallback said by 3 ranks on $cores cores, got $n"; fi
+fi
 # A reduction cannot be direct's without registered memory: the selection
 # says so once per rank and picks another.
 n=$(grep -c 'allreduce: BATON_ALGO asks for direct, but it needs' "$tmp/reach")
