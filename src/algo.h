@@ -49,7 +49,8 @@ enum {
  * broadcast, whose root writes a share of the buffer into each peer while
  * the peers read the rest, so that every core copies (one copy by the
  * non-root alone, the root idle, ran 0.4-1.4x the staged path; split, N=2
- * in place, 1.5-2.6x from 128 KiB to 32 MiB). Not
+ * in place, 1.5-2.6x from 128 KiB to 32 MiB), where each rank has a core
+ * (the selection's cannot()). Not
  * allgatherv: an allgather writes its block into each peer's output, at
  * the peer's displacement, and the torch backend's lists give every rank
  * displacements of its own (pulling instead made the registered allgather
