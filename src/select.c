@@ -259,7 +259,7 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
   /* The split broadcast keeps every core copying where each rank has one;
    * with more ranks than cores the root's writes and the peers' reads
    * queue for the cores instead (N=4 on 2 cores, in place: 1.04-1.24x flat's
-   * time from 512 KiB, 1.6-2.4x the tree's at 32-128 KiB; N=2 1.5-2.6x
+   * time from 512 KiB, 1.6-2.3x the tree's at 32-128 KiB; N=2 1.5-2.6x
    * faster than the staged path). */
   if (!by_kernel && (algo->traits & BATON__ALGO_REGISTERED) && in->cma &&
       coll == BATON__COLL_BROADCAST && in->ranks_per_core > 1)
