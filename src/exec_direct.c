@@ -506,10 +506,9 @@ static int cma_broadcast(baton__call_t *c, const baton__step_t *st, int ch) {
     return cma_copy(c, st, root, 1, out_of(c, me, ch, off), in_of(c, root, ch, off), head * es);
   if (!in_place)
     baton__copy_out(c, out_of(c, me, ch, off), in_of(c, me, ch, off), k * es);
+  char *in = in_of(c, me, ch, off + head); /* the root's share, the same for every peer */
   for (int q = 0; q < n && tail; q++) {
-    int rc = q == me ? 0
-                     : cma_copy(c, st, q, 0, in_of(c, me, ch, off + head),
-                                out_of(c, q, ch, off + head), tail * es);
+    int rc = q == me ? 0 : cma_copy(c, st, q, 0, in, out_of(c, q, ch, off + head), tail * es);
     if (rc)
       return rc;
   }

@@ -232,7 +232,7 @@ double baton__algo_scratch(const baton__algo_t *algo, baton__coll_t coll, double
  * MiB level; docs/performance.md), and would not have on the AMD EPYC of
  * the first design (process_vm_readv 5.4-7.9 GB/s, memcpy 14-21: 0.13-0.19
  * against 0.048-0.07 ns/B), where that one lost to the staged two. */
-static const char *cma_cannot(const baton__select_in_t *in, double bytes) {
+static const char *cma_cannot(const baton__select_in_t *in, baton__coll_t coll, double bytes) {
   if (!(in->cma_beta > 0))
     return "the kernel refused rank 0's copy of its own memory (process_vm_readv)";
   if (in->cma_beta >= 2 * in->pair.beta)
@@ -240,6 +240,13 @@ static const char *cma_cannot(const baton__select_in_t *in, double bytes) {
   if (bytes > in->cache_bytes && !(in->cma_beta < 2 * in->memcpy_beta))
     return "past a core's L2 cache a copy by the kernel costs rank 0 more than the two memcpys of "
            "the staged path";
+  /* The split broadcast keeps every core copying where each rank has one;
+   * with more ranks than cores the root's writes and the peers' reads
+   * queue for the cores instead (N=4 on 2 cores, in place: 1.04-1.24x flat's
+   * time from 512 KiB, 1.6-2.3x the tree's at 32-128 KiB; N=2 1.5-2.6x
+   * faster than the staged path). */
+  if (coll == BATON__COLL_BROADCAST && in->ranks_per_core > 1)
+    return "a broadcast by the kernel needs a core for each rank of the host";
   return NULL;
 }
 
@@ -255,15 +262,7 @@ static const char *cannot(const baton__select_in_t *in, const baton__algo_t *alg
            "baton_mem_alloc_local with BATON_MEM_LOCAL=1; or, for allgather, alltoall and "
            "broadcast, BATON_CMA=1)";
   const char *by_kernel =
-      (algo->traits & BATON__ALGO_REGISTERED) && in->cma ? cma_cannot(in, bytes) : NULL;
-  /* The split broadcast keeps every core copying where each rank has one;
-   * with more ranks than cores the root's writes and the peers' reads
-   * queue for the cores instead (N=4 on 2 cores, in place: 1.04-1.24x flat's
-   * time from 512 KiB, 1.6-2.3x the tree's at 32-128 KiB; N=2 1.5-2.6x
-   * faster than the staged path). */
-  if (!by_kernel && (algo->traits & BATON__ALGO_REGISTERED) && in->cma &&
-      coll == BATON__COLL_BROADCAST && in->ranks_per_core > 1)
-    by_kernel = "a broadcast by the kernel needs a core for each rank of the host";
+      (algo->traits & BATON__ALGO_REGISTERED) && in->cma ? cma_cannot(in, coll, bytes) : NULL;
   if (by_kernel)
     return by_kernel;
   if (baton__algo_scratch(algo, coll, bytes) > (double)in->scratch_bytes)
