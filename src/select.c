@@ -225,19 +225,23 @@ double baton__algo_scratch(const baton__algo_t *algo, baton__coll_t coll, double
  * costs twice what a staged message pays a byte (b; the staged byte runs
  * up to 1.6x b at 128 KiB-2 MiB). Past the cache the staged copies run
  * through slots that stay in it, so the kernel's one copy must beat two
- * memcpys there: with the own block's copy streaming as the staged copies
- * out do, it did on the Intel Xeon (its kernel copy 0.059-0.082 ns/B,
- * memcpy 0.038-0.043; N=2 allgather 4-32 MiB in place 1.3-1.6x the staged
- * ring's speed, alltoall 8-32 MiB 1.1-1.3x, N=4 alltoall 8 MiB 1.45x, 32
- * MiB level; docs/performance.md), and would not have on the AMD EPYC of
- * the first design (process_vm_readv 5.4-7.9 GB/s, memcpy 14-21: 0.13-0.19
- * against 0.048-0.07 ns/B), where that one lost to the staged two. */
+ * memcpys there, both measured past the cache (measure_once): with the own
+ * block's copy streaming as the staged copies out do, it did on the Intel
+ * Xeon (its kernel copy 1.2x memcpy past the cache, 1.5-2.4x in it; N=2
+ * allgather 4-32 MiB in place 1.3-1.6x the staged ring's speed, alltoall
+ * 8-32 MiB 1.1-1.3x, N=4 alltoall 8 MiB 1.45x, 32 MiB level;
+ * docs/performance.md), and would not have on the AMD EPYC of the first
+ * design (process_vm_readv 5.4-7.9 GB/s, memcpy 14-21: 0.13-0.19 against
+ * 0.048-0.07 ns/B, in pieces of up to 1 MiB), where that one lost to the
+ * staged two. */
 static const char *cma_cannot(const baton__select_in_t *in, baton__coll_t coll, double bytes) {
   if (!(in->cma_beta > 0))
     return "the kernel refused rank 0's copy of its own memory (process_vm_readv)";
   if (in->cma_beta >= 2 * in->pair.beta)
     return "a copy by the kernel costs rank 0 over twice what a staged message pays a byte";
-  if (bytes > in->cache_bytes && !(in->cma_beta < 2 * in->memcpy_beta))
+  int big = in->cma_big_beta > 0 && in->memcpy_big_beta > 0; /* measured past the cache */
+  if (bytes > in->cache_bytes &&
+      !(big ? in->cma_big_beta < 2 * in->memcpy_big_beta : in->cma_beta < 2 * in->memcpy_beta))
     return "past a core's L2 cache a copy by the kernel costs rank 0 more than the two memcpys of "
            "the staged path";
   /* The split broadcast keeps every core copying where each rank has one;
@@ -410,9 +414,10 @@ struct baton__select_state {
   double cache_bytes;    /* rank 0's L2 cache per core: beta grows with ranks per core above it */
   double cma_beta;       /* rank 0's copy by the kernel, s/B (0: none) */
   double memcpy_beta;    /* rank 0's memcpy beside it, s/B (0: not measured) */
-  int hosts, hostmax;    /* hosts (groups that share memory), and the most ranks on one */
-  int tcp, tcp_inside;   /* some link is TCP; ranks of one host talk over TCP */
-  const char *net;       /* "shm", "tcp" or "shm+tcp", for the log */
+  double cma_big_beta, memcpy_big_beta; /* the same past the cache (0: not measured) */
+  int hosts, hostmax;  /* hosts (groups that share memory), and the most ranks on one */
+  int tcp, tcp_inside; /* some link is TCP; ranks of one host talk over TCP */
+  const char *net;     /* "shm", "tcp" or "shm+tcp", for the log */
   struct {
     double bytes;
     const baton__algo_t *algo;            /* NULL: empty */
@@ -441,13 +446,13 @@ static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_
 }
 
 /* What a copy by the kernel costs here, seconds a byte: process_vm_readv
- * of this process's own 1 MiB (the kernel pins the pages, then copies),
- * in the cache, best of 5; memcpy's beside it for the log. Measured, not
- * assumed: on the AMD EPYC this project began on, the kernel copied 64
- * KiB-1 MiB pieces at 5.4-7.9 GB/s against memcpy's 14-15, and one copy
- * by the kernel lost to the staged two there. 0 when the kernel refuses. */
-static double measure_cma_beta(double *memcpy_beta) {
-  size_t n = 1 << 20;
+ * of this process's own n bytes into n others (the kernel pins the pages,
+ * then copies), best of `reps`, with memcpy's of the same buffers beside
+ * it. Measured, not assumed: on the AMD EPYC this project began on, the
+ * kernel copied 64 KiB-1 MiB pieces at 5.4-7.9 GB/s against memcpy's
+ * 14-15, and one copy by the kernel lost to the staged two there. 0 when
+ * the kernel refuses, or there is no memory to measure with. */
+static double measure_cma_beta(size_t n, int reps, double *memcpy_beta) {
   char *a = malloc(2 * n);
   *memcpy_beta = 0;
   if (!a)
@@ -455,7 +460,7 @@ static double measure_cma_beta(double *memcpy_beta) {
   char *b = a + n;
   memset(a, 1, 2 * n);
   double mem = HUGE_VAL, kernel = HUGE_VAL;
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < reps; i++) {
     double t0 = baton__now();
     memcpy(b, a, n);
     double t1 = baton__now();
@@ -474,23 +479,37 @@ static double measure_cma_beta(double *memcpy_beta) {
   return kernel / (double)n;
 }
 
-/* Once per process, however many communicators it makes (baton_comm_split,
- * torch's new_group): the machine does not change between them. */
+/* The kernel's copy and memcpy twice: 1 MiB in the cache, for the sizes
+ * that stay in it, and past a core's L2 (twice it, at least 4 MiB and at
+ * most 32), where memory paces both. The past-the-cache rule used to read
+ * the 1 MiB figures, whose ratio moves with the machine's load (1.5-2.4x
+ * on the Intel Xeon, across its threshold of 2), while past the cache it
+ * held at 1.18-1.25x, quiet or beside a core copying 64 MiB; 2-6 ms once a
+ * process, faults of the fresh pages included. Once per process, however
+ * many communicators it makes (baton_comm_split, torch's new_group): the
+ * machine does not change between them. */
 static pthread_once_t cma_once = PTHREAD_ONCE_INIT;
-static double cma_measured, memcpy_measured;
-static void measure_once(void) { cma_measured = measure_cma_beta(&memcpy_measured); }
+static struct {
+  double cma, memcpy;         /* 1 MiB in the cache */
+  double big_cma, big_memcpy; /* past it */
+  size_t big;                 /* bytes of the measurement past it */
+} measured;
 
-static double cma_beta(double *memcpy_beta) {
-  pthread_once(&cma_once, measure_once);
-  *memcpy_beta = memcpy_measured;
-  return cma_measured;
+static void measure_once(void) {
+  measured.cma = measure_cma_beta(1 << 20, 5, &measured.memcpy);
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  size_t big = l2 > 0 ? 2 * (size_t)l2 : 0;
+  big = big < (4u << 20) ? 4u << 20 : big > (32u << 20) ? 32u << 20 : big;
+  measured.big = big;
+  if (measured.cma > 0)
+    measured.big_cma = measure_cma_beta(big, 3, &measured.big_memcpy);
 }
 
 /* The costs every rank uses: rank 0's file, rank 0's cores, rank 0's
  * kernel copies. */
 static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int hostmax, char *err,
                        size_t errlen) {
-  double blob[BATON__LINK_COUNT * BATON__LINK_DOUBLES + 4],
+  double blob[BATON__LINK_COUNT * BATON__LINK_DOUBLES + 6],
       *at = &blob[BATON__LINK_COUNT * BATON__LINK_DOUBLES];
   if (comm->rank == 0) {
     char path[512], why[700];
@@ -509,12 +528,18 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     at[0] = cores > 0 ? (double)hostmax / (double)cores : 1;
     at[1] = l2 > 0 ? (double)l2 : 1 << 20; /* unknown: 1 MiB */
-    double mem = 0;
-    at[2] = comm->params.cma && comm->one_host && comm->host_net ? cma_beta(&mem) : 0;
-    at[3] = mem;
+    int cma = comm->params.cma && comm->one_host && comm->host_net;
+    if (cma)
+      pthread_once(&cma_once, measure_once);
+    at[2] = cma ? measured.cma : 0;
+    at[3] = cma ? measured.memcpy : 0;
+    at[4] = cma ? measured.big_cma : 0;
+    at[5] = cma ? measured.big_memcpy : 0;
     if (at[2] > 0)
-      baton__log_info(INIT, "a copy by the kernel (CMA): %.3g ns/B, memcpy %.3g (1 MiB in cache)",
-                      at[2] * 1e9, mem * 1e9);
+      baton__log_info(INIT,
+                      "a copy by the kernel (CMA): %.3g ns/B, memcpy %.3g (1 MiB in cache); "
+                      "%.3g and %.3g past it (%zu KiB)",
+                      at[2] * 1e9, at[3] * 1e9, at[4] * 1e9, at[5] * 1e9, measured.big >> 10);
     int rc = comm->size > 1
                  ? baton__store_set(comm->store, "select.costs", blob, sizeof blob, err, errlen)
                  : BATON_OK;
@@ -537,6 +562,8 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
   s->cache_bytes = at[1];
   s->cma_beta = at[2];
   s->memcpy_beta = at[3];
+  s->cma_big_beta = at[4];
+  s->memcpy_big_beta = at[5];
   return BATON_OK;
 }
 
@@ -628,6 +655,8 @@ static const baton__algo_t *decide(baton_comm_t *comm, baton__coll_t coll, size_
                            .cma = direct_ok && comm->mem_allocs == 0 && !comm->params.mem_local,
                            .cma_beta = s->cma_beta,
                            .memcpy_beta = s->memcpy_beta,
+                           .cma_big_beta = s->cma_big_beta,
+                           .memcpy_big_beta = s->memcpy_big_beta,
                            .ranks_per_core = s->ranks_per_core,
                            .cache_bytes = s->cache_bytes,
                            .scratch_bytes = comm->params.scratch_bytes,

@@ -85,11 +85,16 @@ if [ "${l2:-0}" -ge $((1 << 20)) ] && [ "$l2" -le $((64 << 20)) ]; then
       fail "$c by CMA run failed"
   done
   # Past the cache only where rank 0's kernel copy costs less than two
-  # memcpys (its INIT line says both): else a staged algorithm.
+  # memcpys, both measured past the cache (its INIT line says them, after
+  # the two in the cache): else a staged algorithm.
   for c in allgather alltoall; do
     big=direct
-    awk '/a copy by the kernel \(CMA\):/ {k = $(NF-7); m = $(NF-4); seen = 1; exit}
-         END {exit !(seen && k + 0 >= 2 * m)}' "$tmp/cma-$c" && big=staged
+    line=$(grep -m1 'a copy by the kernel (CMA):' "$tmp/cma-$c") ||
+      fail "$c by CMA: rank 0 did not say what the kernel's copy costs"
+    [[ "$line" =~ \;\ ([0-9.e+-]+)\ and\ ([0-9.e+-]+)\ past\ it ]] ||
+      fail "$c by CMA: no figures past the cache in: $line"
+    awk -v k="${BASH_REMATCH[1]}" -v m="${BASH_REMATCH[2]}" 'BEGIN {exit !(k + 0 >= 2 * m)}' &&
+      big=staged
     small=$(grep -E "$c $((l2 / 2)) B on 2 ranks \(shm\): " "$tmp/cma-$c" | head -1)
     large=$(grep -E "$c $((l2 * 4)) B on 2 ranks \(shm\): " "$tmp/cma-$c" | head -1) got=
     if [[ -n "$large" ]]; then [[ "$large" == *"-> direct" ]] && got=direct || got=staged; fi
