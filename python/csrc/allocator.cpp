@@ -30,23 +30,22 @@ namespace {
 std::atomic<long> held{0};
 at::DeleterFnPtr fallbackRaw = nullptr;
 
-/* Local memory back to the pool. Other memory is the previous
- * allocator's only where raw_allocate handed it out (`raw`); a local
- * block a forked child inherited counts as local but is not the child's
- * to free (baton.h), so it stays mapped. */
-void release(void *p, bool raw) {
-  if (!p)
-    return;
-  if (baton_mem_is_local(p)) {
-    if (baton_mem_free_local(p) == BATON_OK)
-      held.fetch_sub(1, std::memory_order_relaxed);
-  } else if (raw && fallbackRaw) {
-    fallbackRaw(p);
-  }
+/* Local memory back to the pool, in one visit to the pool's lock. A
+ * local block a forked child inherited is not the child's to free
+ * (baton.h: baton_mem_free_local refuses it), so it stays mapped. */
+void freeLocal(void *p) {
+  if (p && baton_mem_free_local(p) == BATON_OK)
+    held.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void freeLocal(void *p) { release(p, false); }
-void freeRaw(void *p) { release(p, true); }
+/* What raw_allocate handed out: local memory, or the previous
+ * allocator's. */
+void freeRaw(void *p) {
+  if (p && baton_mem_is_local(p))
+    freeLocal(p);
+  else if (p && fallbackRaw)
+    fallbackRaw(p);
+}
 
 class LocalAllocator final : public at::Allocator {
 public:
