@@ -535,11 +535,16 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
     at[3] = cma ? measured.memcpy : 0;
     at[4] = cma ? measured.big_cma : 0;
     at[5] = cma ? measured.big_memcpy : 0;
-    if (at[2] > 0)
+    if (at[2] > 0 && at[4] > 0)
       baton__log_info(INIT,
                       "a copy by the kernel (CMA): %.3g ns/B, memcpy %.3g (1 MiB in cache); "
                       "%.3g and %.3g past it (%zu KiB)",
                       at[2] * 1e9, at[3] * 1e9, at[4] * 1e9, at[5] * 1e9, measured.big >> 10);
+    else if (at[2] > 0) /* no memory for the second measurement: the first decides */
+      baton__log_info(INIT,
+                      "a copy by the kernel (CMA): %.3g ns/B, memcpy %.3g (1 MiB in cache); "
+                      "not measured past it",
+                      at[2] * 1e9, at[3] * 1e9);
     int rc = comm->size > 1
                  ? baton__store_set(comm->store, "select.costs", blob, sizeof blob, err, errlen)
                  : BATON_OK;
