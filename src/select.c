@@ -239,11 +239,10 @@ static const char *cma_cannot(const baton__select_in_t *in, baton__coll_t coll, 
     return "the kernel refused rank 0's copy of its own memory (process_vm_readv)";
   if (in->cma_beta >= 2 * in->pair.beta)
     return "a copy by the kernel costs rank 0 over twice what a staged message pays a byte";
-  int big = in->cma_big_beta > 0 && in->memcpy_big_beta > 0; /* measured past the cache */
   if (bytes > in->cache_bytes &&
-      !(big ? in->cma_big_beta < 2 * in->memcpy_big_beta : in->cma_beta < 2 * in->memcpy_beta))
+      !(in->cma_big_beta > 0 && in->cma_big_beta < 2 * in->memcpy_big_beta))
     return "past a core's L2 cache a copy by the kernel costs rank 0 more than the two memcpys of "
-           "the staged path";
+           "the staged path (or could not be measured there)";
   /* The split broadcast keeps every core copying where each rank has one;
    * with more ranks than cores the root's writes and the peers' reads
    * queue for the cores instead (N=4 on 2 cores, in place: 1.04-1.24x flat's
@@ -535,16 +534,11 @@ static int share_costs(baton_comm_t *comm, struct baton__select_state *s, int ho
     at[3] = cma ? measured.memcpy : 0;
     at[4] = cma ? measured.big_cma : 0;
     at[5] = cma ? measured.big_memcpy : 0;
-    if (at[2] > 0 && at[4] > 0)
+    if (at[2] > 0) /* 0 past the cache: not measured there, so staged there */
       baton__log_info(INIT,
                       "a copy by the kernel (CMA): %.3g ns/B, memcpy %.3g (1 MiB in cache); "
                       "%.3g and %.3g past it (%zu KiB)",
                       at[2] * 1e9, at[3] * 1e9, at[4] * 1e9, at[5] * 1e9, measured.big >> 10);
-    else if (at[2] > 0) /* no memory for the second measurement: the first decides */
-      baton__log_info(INIT,
-                      "a copy by the kernel (CMA): %.3g ns/B, memcpy %.3g (1 MiB in cache); "
-                      "not measured past it",
-                      at[2] * 1e9, at[3] * 1e9);
     int rc = comm->size > 1
                  ? baton__store_set(comm->store, "select.costs", blob, sizeof blob, err, errlen)
                  : BATON_OK;

@@ -73,7 +73,8 @@ typedef struct {
   double cache_bytes;            /* a core's L2 cache (rank 0's) */
   double cma_beta;               /* a copy by the kernel, s/B (rank 0's; 0: the kernel refused) */
   double memcpy_beta;            /* memcpy beside it, s/B (rank 0's, in the cache) */
-  double cma_big_beta;           /* the kernel's copy past the cache (rank 0's; 0: not measured) */
+  double cma_big_beta;           /* the kernel's copy past the cache (rank 0's; 0: not measured,
+                                  * and then it does not serve there) */
   double memcpy_big_beta;        /* memcpy beside it */
   double ranks_per_core;         /* the most ranks of one host per core (rank 0's; 0: one) */
   size_t scratch_bytes;          /* BATON_SCRATCH_BYTES */
