@@ -35,8 +35,8 @@ enum {
    * (baton_mem_alloc); where some rank's buffers are not registered, its
    * first step hands the call to the staged algorithm (exec_direct.c). */
   BATON__ALGO_REGISTERED = 1u << 5,
-  /* Its broadcast and reduce move the buffer as two halves, each down or
-   * up a tree of its own (dbtree.c): the layout gives them two chunks
+  /* It moves the buffer as two halves, each down or up (allreduce: up and
+   * down) a tree of its own (dbtree.c): the layout gives them two chunks
    * (baton__layout_args_t.halves). */
   BATON__ALGO_HALVES = 1u << 6,
 };

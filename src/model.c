@@ -87,7 +87,7 @@ FN(ar_rhd,
 FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
 FN(ar_flat, A + 2 * B + (n - 1) * G)
-/* dbtree: two binary trees of depth L, each carrying K/2 as one run. A
+/* dbtree: two binary trees of depth L, each carrying K/2 as one chunk. A
  * binary tree's level costs two messages where the binomial tree's costs
  * one: an inner node sends to its first child and then its second (or
  * receives from one and then the other), so the second waits for both;

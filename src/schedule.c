@@ -168,6 +168,18 @@ static void halve(baton__layout_t *l, const baton__layout_args_t *a) {
   l->len[r] = l->in_len[r] = first;
 }
 
+/* Allreduce in two halves: chunks 0 and 1 hold the first ceil(count/2)
+ * elements and the rest, the others are empty (at the end). */
+static void split_in_two(baton__layout_t *l, const baton__layout_args_t *a) {
+  size_t *off[] = {l->in_off, l->out_off, l->work_off, l->box_off};
+  for (int c = 0; c < a->size; c++) {
+    size_t at = c < 2 ? baton__chunk_off(a->count, 2, c) : a->count;
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+      off[i][c] = off[i][c] == BATON__NO_OUT ? BATON__NO_OUT : at;
+    l->len[c] = l->in_len[c] = c < 2 ? baton__chunk_len(a->count, 2, c) : 0;
+  }
+}
+
 void baton__layout_fill(baton__layout_t *l, const baton__layout_args_t *a) {
   const layout_row_t *row = &layouts[a->coll];
   size_t prefix = 0;
@@ -184,4 +196,6 @@ void baton__layout_fill(baton__layout_t *l, const baton__layout_args_t *a) {
   }
   if (a->halves && row->len == LEN_ROOT_CHUNK && a->size > 1)
     halve(l, a);
+  else if (a->halves && row->len == LEN_SPLIT && a->size > 1)
+    split_in_two(l, a);
 }

@@ -191,7 +191,9 @@ typedef struct {
  *
  * There are always N chunks (N = size), chunk c being rank c's part:
  *  - allreduce, reduce_scatter(v): chunk c is the part of the buffer that
- *    rank c owns once reduce-scattered; every rank has all N in INPUT;
+ *    rank c owns once reduce-scattered; every rank has all N in INPUT
+ *    (allreduce with `halves`: chunks 0 and 1 hold the first ceil(count/2)
+ *    elements and the rest, the others are empty);
  *  - allgather(v), gather: chunk c is rank c's block; a rank has only its
  *    own in INPUT;
  *  - alltoall: chunk c is the block this rank sends to rank c (INPUT) and
@@ -236,7 +238,7 @@ typedef struct {
   size_t count; /* per-rank count as the public call takes it */
   const size_t *counts, *displs;
   const size_t *send_counts, *send_displs;
-  int halves; /* broadcast, reduce: in two chunks (BATON__ALGO_HALVES) */
+  int halves; /* broadcast, reduce, allreduce: in two chunks (BATON__ALGO_HALVES) */
 } baton__layout_args_t;
 
 /* Fills l (arrays of size entries) for the call a describes. */

@@ -343,9 +343,9 @@ double baton__select_predict(const baton__select_in_t *in, const baton__algo_t *
   }
   if (t <= 0 || flat || direct || (ring && one_chunk) || piece <= 0)
     return t;
-  double chunk = !one_chunk                          ? bytes / in->size
-                 : algo->traits & BATON__ALGO_HALVES ? bytes / 2
-                                                     : bytes;
+  double chunk = algo->traits & BATON__ALGO_HALVES ? bytes / 2
+                 : !one_chunk                      ? bytes / in->size
+                                                   : bytes;
   double rounds = (double)(unsigned long long)(chunk / piece);
   rounds += rounds * piece < chunk;
   if (rounds <= 1)

@@ -25,8 +25,9 @@ int baton__sim_reduces(baton__coll_t c) {
 
 int baton__sim_chunk_used(const baton__sim_call_t *call, int c) {
   int halves = call->algo && (call->algo->traits & BATON__ALGO_HALVES) && call->size > 1;
-  return (call->coll != BATON__COLL_BROADCAST && call->coll != BATON__COLL_REDUCE) ||
-         c == call->root || (halves && c == (call->root + 1) % call->size);
+  if (call->coll == BATON__COLL_BROADCAST || call->coll == BATON__COLL_REDUCE)
+    return c == call->root || (halves && c == (call->root + 1) % call->size);
+  return !halves || c < 2; /* an allreduce's halves are chunks 0 and 1 */
 }
 
 int baton__sim_need(const baton__sim_call_t *call) {

@@ -61,10 +61,11 @@ static double priced(const baton__select_in_t *in, const baton__algo_t *a, baton
   }
   baton__cost_t one_a = {.alpha = 1, .segment = c->segment};
   double msgs = baton__model_time(a, coll, in->size, bytes, &one_a);
-  /* A rooted collective is one chunk, or two halves (dbtree's trees). */
-  double chunk = !rooted                          ? bytes / in->size
-                 : a->traits & BATON__ALGO_HALVES ? bytes / 2
-                                                  : bytes,
+  /* N chunks, or a rooted collective's one; the double tree's two halves
+   * (any collective). */
+  double chunk = a->traits & BATON__ALGO_HALVES ? bytes / 2
+                 : !rooted                      ? bytes / in->size
+                                                : bytes,
          rounds = 1;
   while (rounds * piece < chunk)
     rounds++;

@@ -226,10 +226,13 @@ typedef struct {
 /* Chunk k's elements; a broadcast or reduce is one chunk, root's, or two
  * halves (root's and the next) by an algorithm that splits it. */
 static size_t chunk_elems(const traced_t *c, const baton__algo_t *a, int n, int k) {
+  int halves = a && (a->traits & BATON__ALGO_HALVES) && n > 1;
+  if (!strcmp(c->coll, "allreduce") && halves) /* chunks 0 and 1 */
+    return k == 0 ? c->count - c->count / 2 : k == 1 ? c->count / 2 : 0;
   if (!strcmp(c->coll, "allreduce"))
     return c->count / (size_t)n + ((size_t)k < c->count % (size_t)n);
   if (!strcmp(c->coll, "broadcast") || !strcmp(c->coll, "reduce")) {
-    if (!a || !(a->traits & BATON__ALGO_HALVES) || n < 2)
+    if (!halves)
       return k == c->root ? c->count : 0;
     return k == c->root ? c->count - c->count / 2 : k == (c->root + 1) % n ? c->count / 2 : 0;
   }

@@ -358,13 +358,19 @@ static void cell_colour(double f, char *out) {
 }
 
 /* Elements of chunk c in the call drawn: allreduce cuts the buffer, the
- * others have `count` per rank, broadcast and reduce one chunk. */
+ * others have `count` per rank, broadcast and reduce one chunk; the double
+ * tree's halves (schedule.c) two. */
 static size_t chunk_len(const viz_t *v, int c) {
+  const baton__sim_call_t *k = &v->call;
+  int halves = k->algo && (k->algo->traits & BATON__ALGO_HALVES) && k->size > 1;
   if (v->has_counts)
     return v->counts[c];
-  if (v->call.coll == BATON__COLL_ALLREDUCE)
-    return baton__chunk_len(v->call.count, v->call.size, c);
-  return drawn(v, c) ? v->call.count : 0;
+  if (halves && drawn(v, c)) /* the first chunk drawn holds the odd element */
+    return c == (k->coll == BATON__COLL_ALLREDUCE ? 0 : k->root) ? k->count - k->count / 2
+                                                                 : k->count / 2;
+  if (k->coll == BATON__COLL_ALLREDUCE)
+    return halves ? 0 : baton__chunk_len(k->count, k->size, c);
+  return drawn(v, c) ? k->count : 0;
 }
 
 static int uneven(const viz_t *v) {
@@ -720,7 +726,12 @@ static void draw_header(FILE *o, const viz_t *v) {
       fprintf(o, "%s%zu", c ? "," : " ", v->counts[c]);
     fprintf(o, "%s%s elements", v->dtype[0] ? " " : "", v->dtype);
   } else if (v->call.count) {
-    size_t lo = chunk_len(v, v->call.size - 1), hi = chunk_len(v, 0);
+    size_t lo = (size_t)-1, hi = 0; /* over the chunks drawn */
+    for (int c = 0; c < v->call.size; c++)
+      if (drawn(v, c)) {
+        lo = chunk_len(v, c) < lo ? chunk_len(v, c) : lo;
+        hi = chunk_len(v, c) > hi ? chunk_len(v, c) : hi;
+      }
     fprintf(o, " \xc2\xb7 count %zu%s%s: chunks of %zu", v->call.count, v->dtype[0] ? " " : "",
             v->dtype, hi);
     if (lo != hi)

@@ -18,14 +18,17 @@
  *    rank is inner in both and every rank sends about as much as another.
  * Both trees are L = ceil(log2 N) levels deep.
  *
- * Tree A carries the first ceil(N/2) chunks of the allreduce layout, tree
- * B the others, each as one run. Each run goes up its tree, reduced on the
- * way (a rank adds its children's runs to its INPUT: recv_reduce, then the
- * last child's with recv_reduce_send to the parent), is finished at the
- * root (recv_reduce_copy_send back to its child) and comes down
- * (recv_copy_send to the first child, send to the second). A run of one
- * chunk is passed on segment by segment; a run of several lands first and
- * then goes out as a send (the *_SEND kinds take one chunk).
+ * The layout cuts the buffer in two chunks (BATON__ALGO_HALVES): tree A
+ * carries chunk 0, tree B chunk 1. Each half goes up its tree, reduced on
+ * the way (a rank adds its first child's half to its INPUT with
+ * recv_reduce, then the last child's with recv_reduce_send to the parent),
+ * is finished at the root (recv_reduce_copy_send back to its child) and
+ * comes down (recv_copy_send to the first child, send to the second).
+ * Every step is one chunk, so every inner node passes its half on segment
+ * by segment: within a round the levels pipeline, as NCCL's do. (Each
+ * half used to be a run of N/2 chunks of the N-chunk layout, which an
+ * inner node landed whole before sending it on: on 8 emulated hosts that
+ * ran 1.7-1.9x the ring's time from 2 MiB.)
  *
  * The pipeline is the executor's rounds: a round moves one piece of every
  * chunk, and a rank starts the next round as soon as it has finished this
@@ -42,10 +45,8 @@
  * bits: the result is the same on every rank. Each rank sends about 2K
  * bytes (the ring's 2(N-1)/N K) in 2L levels.
  *
- * Broadcast and reduce are the two halves of that: the layout cuts the
- * buffer in two chunks (BATON__ALGO_HALVES), root's for tree A and the
- * next one's for tree B. Each is a single chunk, so every inner node
- * passes it on segment by segment. A broadcast root sends each half to
+ * Broadcast and reduce are the two ways of that, their halves chunk root
+ * (tree A) and the next one (tree B). A broadcast root sends each half to
  * its child in that tree (moment 0) and a node at depth d receives at d;
  * a reduce goes up as allreduce's does and ends at the root, whose
  * receive from each child finishes that half in its output. Each rank
@@ -121,7 +122,7 @@ static int from_b(int w, int n) {
  * its moments. */
 typedef struct {
   int parent, kid[2], nkids;
-  int first, n; /* the tree's chunks */
+  int chunk;    /* the tree's half */
   int up, down; /* the moments it sends up (finishes, at the root) and receives down */
   int root;
 } node_t;
@@ -153,89 +154,76 @@ static node_t node(int v, int tree, const trees_t *g) {
       t.kid[t.nkids++] = rank_of(tree ? from_b(kid[i], n) : kid[i], g);
   t.up = height_a(w, n);
   if (g->coll == BATON__COLL_ALLREDUCE) {
-    t.first = tree ? (n + 1) / 2 : 0;
-    t.n = tree ? n / 2 : (n + 1) / 2;
+    t.chunk = tree;
     t.down = height_a(0, n) + depth_a(w, n);
-  } else { /* the root's half, or the next chunk's: one chunk each */
+  } else { /* the root's half, or the next chunk's */
     int root = rank_of(0, g);
-    t.first = tree ? (root + 1) % n : root;
-    t.n = 1;
+    t.chunk = tree ? (root + 1) % n : root;
     t.down = depth_a(w, n);
   }
   return t;
 }
 
-/* A run received and passed on: one forwarding step for one chunk, a
- * landing step and a send for several. */
-static void pass(baton__sched_t *s, baton__step_kind_t fwd, baton__step_kind_t landing,
-                 baton__phase_t phase, int round, int from, int to, const node_t *t,
-                 baton__from_t src, int finish) {
-  if (t->n == 1) {
-    baton__step_t *st = baton__step_add(s, fwd, phase, round, from, t->first, 1, src);
-    st->send_peer = to;
-    st->finish = (uint8_t)finish;
-    return;
-  }
-  baton__step_add(s, landing, phase, round, from, t->first, t->n, src)->finish = (uint8_t)finish;
-  baton__step_add(s, BATON__STEP_SEND, phase, round, to, t->first, t->n, BATON__FROM_WORK);
+/* A half received and passed on, segment by segment. */
+static void pass(baton__sched_t *s, baton__step_kind_t fwd, baton__phase_t phase, int round,
+                 int from, int to, const node_t *t, baton__from_t src, int finish) {
+  baton__step_t *st = baton__step_add(s, fwd, phase, round, from, t->chunk, 1, src);
+  st->send_peer = to;
+  st->finish = (uint8_t)finish;
 }
 
 /* Tree t's run towards the root; at the root, finished (and for
  * allreduce sent back). */
 static void up(baton__sched_t *s, const node_t *t, int back) {
   if (t->nkids == 0) {
-    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_REDUCE, t->up, t->parent, t->first, t->n,
+    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_REDUCE, t->up, t->parent, t->chunk, 1,
                     BATON__FROM_INPUT);
     return;
   }
   baton__from_t src = BATON__FROM_INPUT;
   if (t->nkids == 2) {
-    baton__step_add(s, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up, t->kid[0], t->first,
-                    t->n, src);
+    baton__step_add(s, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up, t->kid[0], t->chunk, 1,
+                    src);
     src = BATON__FROM_WORK;
   }
   int last = t->kid[t->nkids - 1];
   if (t->root && !back)
-    baton__step_add(s, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up, last, t->first, t->n,
-                    src)
+    baton__step_add(s, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up, last, t->chunk, 1, src)
         ->finish = 1;
   else if (t->root)
-    pass(s, BATON__STEP_RECV_REDUCE_COPY_SEND, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up,
-         last, last, t, src, 1);
+    pass(s, BATON__STEP_RECV_REDUCE_COPY_SEND, BATON__PHASE_REDUCE, t->up, last, last, t, src, 1);
   else
-    pass(s, BATON__STEP_RECV_REDUCE_SEND, BATON__STEP_RECV_REDUCE, BATON__PHASE_REDUCE, t->up, last,
-         t->parent, t, src, 0);
+    pass(s, BATON__STEP_RECV_REDUCE_SEND, BATON__PHASE_REDUCE, t->up, last, t->parent, t, src, 0);
 }
 
 /* Tree t's result away from the root (not at the root: it sent it back as
  * it finished it). */
 static void down(baton__sched_t *s, const node_t *t) {
   if (t->root) { /* a broadcast's: its half of INPUT to its one child */
-    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_BROADCAST, 0, t->kid[0], t->first, t->n,
+    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_BROADCAST, 0, t->kid[0], t->chunk, 1,
                     BATON__FROM_INPUT);
     return;
   }
   if (t->nkids == 0) {
-    baton__step_add(s, BATON__STEP_RECV_COPY, BATON__PHASE_BROADCAST, t->down, t->parent, t->first,
-                    t->n, BATON__FROM_INPUT);
+    baton__step_add(s, BATON__STEP_RECV_COPY, BATON__PHASE_BROADCAST, t->down, t->parent, t->chunk,
+                    1, BATON__FROM_INPUT);
     return;
   }
-  pass(s, BATON__STEP_RECV_COPY_SEND, BATON__STEP_RECV_COPY, BATON__PHASE_BROADCAST, t->down,
-       t->parent, t->kid[0], t, BATON__FROM_INPUT, 0);
+  pass(s, BATON__STEP_RECV_COPY_SEND, BATON__PHASE_BROADCAST, t->down, t->parent, t->kid[0], t,
+       BATON__FROM_INPUT, 0);
   if (t->nkids == 2)
-    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_BROADCAST, t->down, t->kid[1], t->first, t->n,
+    baton__step_add(s, BATON__STEP_SEND, BATON__PHASE_BROADCAST, t->down, t->kid[1], t->chunk, 1,
                     BATON__FROM_WORK);
 }
 
 /* The steps rank v takes in one tree for allreduce (what up() and down()
  * add); broadcast and reduce each take one way of it, no more. */
 static int steps_in(const node_t *t) {
-  int run = t->n == 1 ? 1 : 2; /* a pass */
   if (t->nkids == 0)
     return 2;
   if (t->root)
-    return run;
-  return 2 * (run + (t->nkids == 2));
+    return 1;
+  return 2 * (1 + (t->nkids == 2));
 }
 
 int baton__dbtree_max_steps(int size) {
@@ -283,7 +271,7 @@ int baton__dbtree_build(baton__sched_t *s, const baton__build_t *b) {
   down(s, &t[first]);
   down(s, &t[1 - first]);
   if (v == 0) /* the broadcast root's own output, once */
-    baton__step_add(s, BATON__STEP_COPY, BATON__PHASE_BROADCAST, 0, -1, t[0].first, 2,
+    baton__step_add(s, BATON__STEP_COPY, BATON__PHASE_BROADCAST, 0, -1, t[0].chunk, 2,
                     BATON__FROM_INPUT);
   return 0;
 }
