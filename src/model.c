@@ -62,6 +62,23 @@ static double fold(int n, double k, const baton__cost_t *c, int moves, int reduc
 static double fold_block(int n, double k, const baton__cost_t *c) {
   return pow2_below(n) == n ? 0 : c->alpha + k / n * c->beta;
 }
+/* c for a step in which `active` of the n ranks run and the others wait:
+ * where those fit on the cores, the costs with a core per rank. N=3 on 2
+ * cores, 32 KiB, ranks pinned: rd's fold, exchange and unfold each have
+ * two ranks running, and rd took 9.5-10.8 us where the costs of 1.5 ranks
+ * per core priced it at 19.1 (the ring's 12: 13.6-15.4 measured). Where they do
+ * not fit, every rank keeps its core's share: N=5 on 2 cores, 128 KiB, rhd
+ * over 4 ranks took 83 us against the ring's 63, which the costs of 2
+ * ranks per core instead of 2.5 priced the other way round. */
+static baton__cost_t running(const baton__cost_t *c, int n, int active) {
+  if (!(c->per_core > 1) || c->per_core * active > n)
+    return *c;
+  baton__cost_t r = *c;
+  r.alpha = c->alpha1;
+  r.beta = c->beta1;
+  r.gamma = c->gamma1;
+  return r;
+}
 static double segments(double k, const baton__cost_t *c) {
   if (c->segment <= 0 || k <= c->segment)
     return 1;
@@ -78,13 +95,24 @@ static double frac(int n) { return (double)(n - 1) / n; }
     (void)n, (void)k, (void)c;                                                                     \
     return (expr);                                                                                 \
   }
+/* A recursive algorithm: its steps among P ranks (`steps`, the N - P
+ * folded ones waiting), and its fold and unfold (`folds`, 2(N - P) ranks
+ * running), each at the costs of the ranks that run (running). */
+#define FN_FOLDED(name, steps, folds)                                                              \
+  static double name(int n, double k, const baton__cost_t *all) {                                  \
+    int P = pow2_below(n);                                                                         \
+    baton__cost_t in_steps = running(all, n, P), in_folds = running(all, n, 2 * (n - P));          \
+    const baton__cost_t *c = &in_steps;                                                            \
+    double t = (steps);                                                                            \
+    c = &in_folds;                                                                                 \
+    return t + (folds);                                                                            \
+  }
 
 /* allreduce */
 FN(ar_ring, 2 * (n - 1) * A + 2 * frac(n) * B + frac(n) * G)
 FN(ar_naive, 2 * A + (n - 1) * (2 * B + G)) /* all in to rank 0, reduced, all out again */
-FN(ar_rhd,
-   2 * log2p(n) * A + 2 * frac(pow2_below(n)) * B + frac(pow2_below(n)) * G + fold(n, k, c, 2, 1))
-FN(ar_rd, log2p(n) * (A + B + G) + fold(n, k, c, 2, 1))
+FN_FOLDED(ar_rhd, 2 * log2p(n) * A + 2 * frac(P) * B + frac(P) * G, fold(n, k, c, 2, 1))
+FN_FOLDED(ar_rd, log2p(n) * (A + B + G), fold(n, k, c, 2, 1))
 FN(ar_tree, 2 * lg(n) * (A + B) + lg(n) * G)
 FN(ar_flat, A + 2 * B + (n - 1) * G)
 /* dbtree: two binary trees of depth L, each carrying K/2 as one chunk. A
@@ -109,12 +137,12 @@ FN(ar_hier, 2 * (hosts_of(n, c) - 1) * A + 2 * frac((int)hosts_of(n, c)) * B +
                 frac((int)hosts_of(n, c)) * G + (n / hosts_of(n, c) - 1) * G)
 /* reduce_scatter: K is the input, N blocks of K/N */
 FN(rs_ring, (n - 1) * A + frac(n) * (B + G))
-FN(rs_rhd, log2p(n) * A + frac(pow2_below(n)) * (B + G) + fold(n, k, c, 1, 1) + fold_block(n, k, c))
+FN_FOLDED(rs_rhd, log2p(n) * A + frac(P) * (B + G), fold(n, k, c, 1, 1) + fold_block(n, k, c))
 FN(rs_naive, 2 * A + (n - 1) * (B + G) + (n - 1) * B / n)
 FN(rs_flat, A + B + B / n + frac(n) * G)
 /* allgather: K is the output, N blocks of K/N */
 FN(ag_ring, (n - 1) * A + frac(n) * B)
-FN(ag_rd, log2p(n) * A + frac(pow2_below(n)) * B + fold(n, k, c, 1, 0) + fold_block(n, k, c))
+FN_FOLDED(ag_rd, log2p(n) * A + frac(P) * B, fold(n, k, c, 1, 0) + fold_block(n, k, c))
 FN(ag_naive, 2 * A + (n - 1) * B / n + (n - 1) * frac(n) * B)
 FN(ag_flat, A + B / n + B)
 /* broadcast and reduce: K is the buffer */

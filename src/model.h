@@ -18,6 +18,12 @@ typedef struct {
   double segment; /* bytes per pipeline segment (chain algorithms) */
   double hosts;   /* hosts the ranks are spread over (hier); 0: one rank each */
   double room;    /* flat: bytes a mailbox holds (a broadcast past it fans out); 0: any */
+  /* With more ranks than cores: the ranks per core of the call, and the
+   * link's costs with a core per rank, for the steps in which only as many
+   * ranks run as there are cores (the recursive algorithms' steps and
+   * folds at N=3 on 2 cores); per_core 0 or 1: alpha, beta and gamma hold
+   * for every step. */
+  double per_core, alpha1, beta1, gamma1;
 } baton__cost_t;
 
 /* One cell of an algorithm's cost table (baton__algo_t.costs, indexed by

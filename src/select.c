@@ -441,7 +441,11 @@ static baton__cost_t link_cost(const struct baton__select_state *s, baton__link_
                          .beta = beta,
                          .gamma = c->gamma * p,
                          .segment = segment,
-                         .hosts = s->hosts};
+                         .hosts = s->hosts,
+                         .per_core = p,
+                         .alpha1 = c->alpha,
+                         .beta1 = c->beta,
+                         .gamma1 = c->gamma};
 }
 
 /* What a copy by the kernel costs here, seconds a byte: process_vm_readv

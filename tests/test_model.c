@@ -62,6 +62,29 @@ int main(void) {
   near(T(ALLREDUCE, "flat", 4, K, &c), a + 2 * K * b + 3 * K * g,
        "flat allreduce N=4: one rendezvous, a copy in, the others' mailboxes pulled over "
        "and reduced");
+  /* More ranks than cores: the costs given are those of every rank
+   * running (per_core ranks a core); the recursive algorithms' steps in
+   * which no more ranks run than there are cores pay the costs of a core
+   * each (alpha1, beta1, gamma1), the others the costs given. */
+  baton__cost_t busy = {.alpha = 3 * a,
+                        .beta = 2 * b,
+                        .gamma = 2 * g,
+                        .per_core = 1.5,
+                        .alpha1 = a,
+                        .beta1 = b,
+                        .gamma1 = g};
+  near(T(ALLREDUCE, "rd", 3, K, &busy), (a + K * b + K * g) + 2 * (a + K * b) + K * g,
+       "rd allreduce N=3 on 2 cores: two ranks run in every step, at a core each");
+  near(T(ALLREDUCE, "ring", 3, K, &busy),
+       4 * 3 * a + 2 * (2.0 / 3) * K * 2 * b + (2.0 / 3) * K * 2 * g,
+       "ring allreduce N=3 on 2 cores: every rank runs in every step");
+  busy.per_core = 2;
+  near(T(ALLREDUCE, "rd", 4, K, &busy), 2 * (3 * a + 2 * K * b + 2 * K * g),
+       "rd allreduce N=4 on 2 cores: all four run");
+  busy.per_core = 2.5;
+  near(T(ALLREDUCE, "rhd", 5, K, &busy),
+       4 * 3 * a + 1.5 * K * 2 * b + 0.75 * K * 2 * g + 2 * (a + K * b) + K * g,
+       "rhd allreduce N=5 on 2 cores: four ranks in its steps (2 a core), two in the fold");
   near(T(ALLREDUCE, "ring", 1, K, &c), 0, "one rank costs nothing");
   near(T(ALLREDUCE, "pairwise", 4, K, &c), -1, "pairwise does not serve allreduce");
   near(baton__model_time(NULL, BATON__COLL_ALLREDUCE, 4, K, &c), -1, "no algorithm");
