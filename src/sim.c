@@ -38,6 +38,8 @@ int baton__sim_has_input(const baton__sim_t *s, int r, int c) {
   return (s->st->flags[(size_t)r * (size_t)s->st->n + (size_t)c] & CELL_IN) != 0;
 }
 
+size_t baton__sim_chunk_len(const baton__sim_t *s, int c) { return s->st->len[c]; }
+
 /* What rank r's output chunk c must end as: the rank whose input it is
  * (-1: every rank's, reduced) and the chunk it started as. */
 static void promise(const baton__sim_call_t *k, int r, int c, int *from, int *origin) {

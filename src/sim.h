@@ -129,6 +129,9 @@ void baton__sim_free(baton__sim_t *s);
 int baton__sim_chunk_used(const baton__sim_call_t *call, int chunk);
 /* Rank r has chunk c in INPUT. */
 int baton__sim_has_input(const baton__sim_t *s, int r, int c);
+/* Elements of chunk c as the call is laid out (baton__layout_fill; the
+ * same on every rank). */
+size_t baton__sim_chunk_len(const baton__sim_t *s, int c);
 /* The contributions a complete chunk holds: N for reductions, else 1. */
 int baton__sim_need(const baton__sim_call_t *call);
 /* The collective reduces (finish matters). */

@@ -357,20 +357,12 @@ static void cell_colour(double f, char *out) {
   sprintf(out, "#%02x%02x%02x", r, g, b);
 }
 
-/* Elements of chunk c in the call drawn: allreduce cuts the buffer, the
- * others have `count` per rank, broadcast and reduce one chunk; the double
- * tree's halves (schedule.c) two. */
+/* Elements of chunk c in the call drawn, as the simulator laid the call
+ * out; the v-variants' counts as given. */
 static size_t chunk_len(const viz_t *v, int c) {
-  const baton__sim_call_t *k = &v->call;
-  int halves = k->algo && (k->algo->traits & BATON__ALGO_HALVES) && k->size > 1;
   if (v->has_counts)
     return v->counts[c];
-  if (halves && drawn(v, c)) /* the first chunk drawn holds the odd element */
-    return c == (k->coll == BATON__COLL_ALLREDUCE ? 0 : k->root) ? k->count - k->count / 2
-                                                                 : k->count / 2;
-  if (k->coll == BATON__COLL_ALLREDUCE)
-    return halves ? 0 : baton__chunk_len(k->count, k->size, c);
-  return drawn(v, c) ? k->count : 0;
+  return drawn(v, c) ? baton__sim_chunk_len(&v->s, c) : 0;
 }
 
 static int uneven(const viz_t *v) {
@@ -729,8 +721,9 @@ static void draw_header(FILE *o, const viz_t *v) {
     size_t lo = (size_t)-1, hi = 0; /* over the chunks drawn */
     for (int c = 0; c < v->call.size; c++)
       if (drawn(v, c)) {
-        lo = chunk_len(v, c) < lo ? chunk_len(v, c) : lo;
-        hi = chunk_len(v, c) > hi ? chunk_len(v, c) : hi;
+        size_t len = chunk_len(v, c);
+        lo = len < lo ? len : lo;
+        hi = len > hi ? len : hi;
       }
     fprintf(o, " \xc2\xb7 count %zu%s%s: chunks of %zu", v->call.count, v->dtype[0] ? " " : "",
             v->dtype, hi);
