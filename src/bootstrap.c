@@ -217,7 +217,7 @@ void baton__comm_free(baton_comm_t *c) {
   baton__select_free(c);
   baton__p2p_free(c);
   for (int i = 0; i < c->nnet; i++)
-    c->net[i].ops->destroy(c->net[i].impl);
+    c->net[i].ops->destroy(c->net[i].impl, c->clean_end);
   if (c->store)
     baton__store_close(c->store);
   if (c->server)
@@ -649,6 +649,7 @@ int baton_comm_destroy(baton_comm_t *comm) {
    * cause (explain()): the store outlives the failure by a moment. */
   if (comm->fatal_rc && comm->server && baton__reaches_other_hosts(comm))
     usleep(1000 * 1000);
+  comm->clean_end = rc == BATON_OK && !comm->fatal_rc;
   baton__comm_free(comm);
   return rc;
 }

@@ -74,6 +74,7 @@ struct baton_comm {
    * thread that wins fatal_claimed writes fatal_msg, then publishes
    * fatal_rc; a reader that sees fatal_rc != 0 sees the whole message. */
   _Atomic int fatal_rc, fatal_claimed;
+  int clean_end; /* baton_comm_destroy's barrier passed: transports end gently */
   char fatal_msg[BATON__ERRLEN];
   baton__trace_t *trace; /* BATON_TRACE; NULL when unset */
   /* What the last failed call did: the writer (baton__set_error, under

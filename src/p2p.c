@@ -368,7 +368,7 @@ void baton__p2p_free(baton_comm_t *comm) {
     return;
   baton__p2p_stop(comm);
   for (int i = 0; i < p->nnet; i++)
-    p->net[i].ops->destroy(p->net[i].impl);
+    p->net[i].ops->destroy(p->net[i].impl, comm->clean_end);
   for (int r = 0; r < comm->size; r++) {
     while (p->peers[r].msgs)
       baton__p2p_msg_free(&p->peers[r], p->peers[r].msgs);

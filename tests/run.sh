@@ -30,9 +30,9 @@
 # status is 1 if any failed.
 #
 # The whole suite: the unit tests (test_reduce, test_store, test_auth,
-# test_schedule, test_model, test_select, test_numa) when present;
-# test_numa --ring (the ring visits each NUMA node's ranks together,
-# from sysfs and from BATON_NUMA, one host and two); test_select.sh,
+# test_schedule, test_model, test_select, test_numa, test_tcp_end) when
+# present; test_numa --ring (the ring visits each NUMA node's ranks
+# together, from sysfs and from BATON_NUMA, one host and two); test_select.sh,
 # test_launcher.sh, test_launcher_hosts.sh and test_launch_env.sh (torchrun,
 # mpirun, Hydra and Slurm variables); test_cluster_net.sh (the emulated
 # cluster; root only); test_coll at 1, 2, 3, 4, 5 and 8 ranks (8
@@ -245,7 +245,9 @@ coll_at() {
 # The entries that the whole suite and --quick share.
 unit_tests() {
   # test_select: the algorithm choice from fixed costs.
-  for unit in test_reduce test_store test_auth test_schedule test_model test_select test_numa; do
+  # test_tcp_end: how TCP connections end, clean and not.
+  for unit in test_reduce test_store test_auth test_schedule test_model test_select test_numa \
+    test_tcp_end; do
     if [ -x "$BUILD/tests/$unit" ]; then
       run "$unit" 1 "$BUILD/tests/$unit"
     fi
@@ -789,7 +791,7 @@ run "test_bench.sh" 1 env BUILD="$BUILD" bash tests/test_bench.sh
 # The nested make must not inherit the outer make's jobserver.
 if build "make SAN=1" 'asan *' env -u MAKEFLAGS -u MFLAGS make -j2 SAN=1; then
   export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
-  for unit in test_reduce test_store test_auth; do
+  for unit in test_reduce test_store test_auth test_tcp_end; do
     if [ -f "tests/$unit.c" ]; then
       run "asan $unit" 1 "$SAN_BUILD/tests/$unit"
     fi

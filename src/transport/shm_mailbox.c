@@ -469,8 +469,9 @@ fail_free:
   return rc;
 }
 
-static void shm_destroy(void *impl) {
+static void shm_destroy(void *impl, int clean) {
   baton__shm_t *s = impl;
+  (void)clean;
   munmap(s->base, s->bytes);
   free_pairs(s);
   free(s->local);

@@ -361,7 +361,7 @@ static int connect_peers(baton__tcp_t *t, baton__store_t *st, const baton__tcp_a
   return 0;
 }
 
-static void tcp_destroy(void *impl);
+static void tcp_destroy(void *impl, int clean);
 
 int baton__tcp_setup(baton__store_t *st, const baton__tcp_args_t *a, const baton__params_t *p,
                      baton__tcp_t **out, char *err, size_t errlen) {
@@ -441,7 +441,7 @@ fail:
     snprintf(err, errlen, "out of memory for the TCP connections");
   if (lfd >= 0)
     close(lfd);
-  tcp_destroy(t);
+  tcp_destroy(t, 0);
   return rc;
 }
 
@@ -468,10 +468,63 @@ static void tcp_shutdown(void *impl, int rc, const char *msg) {
         shutdown(t->all[i]->s[j].fd, SHUT_RDWR);
 }
 
-static void tcp_destroy(void *impl) {
+/* The end of a communicator that every rank ends together. A socket
+ * closed with bytes still unread makes the kernel reset the connection,
+ * and a peer still finishing the last barrier takes the reset for a broken
+ * link. What such a peer sends after this rank's last read is a ping (a
+ * wait of 0.2 s pings every peer it sends to), so: first this rank ends
+ * its outgoing streams, then it reads and drops what its incoming ones
+ * carry until each peer ends them too. Every rank reaches this after the
+ * barrier, so the wait is the slowest peer's way here; it is bounded by
+ * BATON_TIMEOUT all the same, and a peer late past that is warned of and
+ * closed on, as an unclean end would be. */
+static void end_streams(baton__tcp_t *t) {
+  for (int i = 0; i < t->nall; i++)
+    if (t->all[i]->failed || (t->all[i]->sending && t->all[i]->wire != t->all[i]->user))
+      return; /* no clean end: close at once */
+  for (int i = 0; i < t->nall; i++)
+    for (int j = 0; t->all[i]->sending && j < t->all[i]->nsocks; j++)
+      shutdown(t->all[i]->s[j].fd, SHUT_WR);
+  double deadline = baton__now() + t->timeout_s;
+  for (;;) {
+    int n = 0;
+    for (int i = 0; i < t->nall; i++) {
+      tcp_conn_t *c = t->all[i];
+      for (int j = 0; !c->sending && j < c->nsocks; j++) {
+        sock_t *s = &c->s[j];
+        char drop[512];
+        ssize_t r = 1;
+        while (!s->eof && (r = recv(s->fd, drop, sizeof drop, 0)) > 0) {
+        }
+        if (s->eof || r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          s->eof = 1;
+          continue;
+        }
+        t->pfd[n] = (struct pollfd){s->fd, POLLIN, 0};
+        t->pfd_conn[n++] = c;
+      }
+    }
+    double left = deadline - baton__now();
+    if (n == 0)
+      return;
+    if (left <= 0) {
+      tcp_conn_t *c = t->pfd_conn[0];
+      baton__log_warn(NET,
+                      "baton_comm_destroy: rank %d (host %s) did not end its connection within "
+                      "%.3g s (BATON_TIMEOUT) of this rank's end; closed anyway",
+                      c->conn.peer, t->hosts[c->conn.peer], t->timeout_s);
+      return;
+    }
+    poll(t->pfd, (nfds_t)n, left > 0.1 ? 100 : (int)(left * 1000) + 1);
+  }
+}
+
+static void tcp_destroy(void *impl, int clean) {
   baton__tcp_t *t = impl;
   if (!t)
     return;
+  if (clean)
+    end_streams(t);
   for (int i = 0; i < t->nall; i++) {
     tcp_conn_t *c = t->all[i];
     for (int j = 0; j < c->nsocks; j++) {

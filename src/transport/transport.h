@@ -138,7 +138,9 @@ typedef struct {
    * poison, with msg; TCP: every socket shut, so peers see EOF) and wakes
    * this rank's waiters. */
   void (*shutdown)(void *t, int rc, const char *msg);
-  void (*destroy)(void *t);
+  /* clean: every rank ends the communicator together (baton_comm_destroy's
+   * barrier passed), so TCP may wait for its peers to end their streams. */
+  void (*destroy)(void *t, int clean);
   /* The rendezvous of every rank on this transport (shared memory; NULL
    * for TCP): see shm.h. */
   int (*arrive)(void *t, uint32_t call, const baton__sig_t *sig, double timeout_s, char *why,
