@@ -212,12 +212,12 @@ baton_comm_t *baton__comm_new(void) {
   return c;
 }
 
-void baton__comm_free(baton_comm_t *c) {
+void baton__comm_free(baton_comm_t *c, int clean) {
   baton__trace_close(c->trace);
   baton__select_free(c);
-  baton__p2p_free(c);
+  baton__p2p_free(c, clean);
   for (int i = 0; i < c->nnet; i++)
-    c->net[i].ops->destroy(c->net[i].impl, c->clean_end);
+    c->net[i].ops->destroy(c->net[i].impl, clean);
   if (c->store)
     baton__store_close(c->store);
   if (c->server)
@@ -587,7 +587,7 @@ static int init_comm(baton_comm_t **comm, const given_t *given, baton__store_ser
   return BATON_OK;
 fail:
   baton__log_warn(INIT, "baton_comm_init failed: %s: %s", baton_err_name(rc), err);
-  baton__comm_free(c);
+  baton__comm_free(c, 0);
   return rc;
 }
 
@@ -649,8 +649,7 @@ int baton_comm_destroy(baton_comm_t *comm) {
    * cause (explain()): the store outlives the failure by a moment. */
   if (comm->fatal_rc && comm->server && baton__reaches_other_hosts(comm))
     usleep(1000 * 1000);
-  comm->clean_end = rc == BATON_OK && !comm->fatal_rc;
-  baton__comm_free(comm);
+  baton__comm_free(comm, rc == BATON_OK && !comm->fatal_rc);
   return rc;
 }
 

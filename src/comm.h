@@ -74,7 +74,6 @@ struct baton_comm {
    * thread that wins fatal_claimed writes fatal_msg, then publishes
    * fatal_rc; a reader that sees fatal_rc != 0 sees the whole message. */
   _Atomic int fatal_rc, fatal_claimed;
-  int clean_end; /* baton_comm_destroy's barrier passed: transports end gently */
   char fatal_msg[BATON__ERRLEN];
   baton__trace_t *trace; /* BATON_TRACE; NULL when unset */
   /* What the last failed call did: the writer (baton__set_error, under
@@ -140,7 +139,9 @@ int baton__reaches_other_hosts(const baton_comm_t *comm);
  * part, without a barrier. */
 int baton__comm_tables(baton_comm_t *c, char *err, size_t errlen);
 int baton__comm_connect(baton_comm_t *c, const char *origin, char *err, size_t errlen);
-void baton__comm_free(baton_comm_t *c);
+/* clean: every rank ends it together (baton_comm_destroy's barrier
+ * passed), so the transports may end their streams gently. */
+void baton__comm_free(baton_comm_t *c, int clean);
 
 /* numa.c: this process's NUMA node, from the CPUs it may run on and the
  * sysfs directory of nodes (/sys/devices/system/node), or BATON__NO_NODE;

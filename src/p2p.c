@@ -362,13 +362,13 @@ void baton__p2p_shutdown(baton_comm_t *comm, int rc, const char *msg) {
     p->net[i].ops->shutdown(p->net[i].impl, rc, msg);
 }
 
-void baton__p2p_free(baton_comm_t *comm) {
+void baton__p2p_free(baton_comm_t *comm, int clean) {
   baton__p2p_t *p = comm->p2p;
   if (!p)
     return;
   baton__p2p_stop(comm);
   for (int i = 0; i < p->nnet; i++)
-    p->net[i].ops->destroy(p->net[i].impl, comm->clean_end);
+    p->net[i].ops->destroy(p->net[i].impl, clean);
   for (int r = 0; r < comm->size; r++) {
     while (p->peers[r].msgs)
       baton__p2p_msg_free(&p->peers[r], p->peers[r].msgs);

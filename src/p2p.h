@@ -20,8 +20,9 @@ int baton__p2p_connect(baton_comm_t *comm, char *err, size_t errlen);
 int baton__p2p_stop(baton_comm_t *comm);
 /* Tells the peers, without waiting (async-signal-safe): baton_comm_abort. */
 void baton__p2p_shutdown(baton_comm_t *comm, int rc, const char *msg);
-/* Frees the connections and the state; after baton__p2p_stop. */
-void baton__p2p_free(baton_comm_t *comm);
+/* Frees the connections and the state; after baton__p2p_stop. clean: as
+ * the transports' destroy (transport.h). */
+void baton__p2p_free(baton_comm_t *comm, int clean);
 
 /* baton_wait, baton_wait_for and baton_test of a point-to-point request. */
 /* Drives req until it is done (*done = 1, its status returned, req freed)

@@ -132,7 +132,7 @@ static int prepare_child(baton_comm_t *parent, const int *prank, int n, int me, 
   c->id = child_id(parent, serial, color);
   int rc = adopt_parent(c, parent, prank, err, errlen);
   if (rc != BATON_OK) {
-    baton__comm_free(c);
+    baton__comm_free(c, 0);
     return rc;
   }
   *out = c;
@@ -178,7 +178,7 @@ static int set_up(baton_comm_t *comm, baton_comm_t **child, int rc, const char *
     rc = baton__comm_connect(*child, origin, err, errlen);
     connected = rc == BATON_OK;
     if (rc != BATON_OK) {
-      baton__comm_free(*child);
+      baton__comm_free(*child, 0);
       *child = NULL;
     }
   }
@@ -193,7 +193,7 @@ static int set_up(baton_comm_t *comm, baton_comm_t **child, int rc, const char *
       baton_comm_abort(*child);
       baton_comm_destroy(*child);
     } else {
-      baton__comm_free(*child);
+      baton__comm_free(*child, 0);
     }
     *child = NULL;
   }
